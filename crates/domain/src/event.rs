@@ -1,0 +1,263 @@
+//! Inbound events: everything that reaches a load's queue (behavior.md, topics.md).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::action::ActionKind;
+use crate::ids::OutcomeStatus;
+use crate::load::LoadRegistered;
+
+/// An event on the load queue. Its `event_id` is the id of its log entry, so a redelivered
+/// event is recognized as "already processed".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboundEvent {
+    pub event_id: String,
+    pub load_id: String,
+    /// When the event happened at its source (a ping's `recorded_at`, a message's receipt).
+    pub occurred_at: DateTime<Utc>,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RiskBand {
+    Low,
+    Medium,
+    High,
+}
+
+impl RiskBand {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RiskBand::Low => "low",
+            RiskBand::Medium => "medium",
+            RiskBand::High => "high",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "low" => Some(RiskBand::Low),
+            "medium" => Some(RiskBand::Medium),
+            "high" => Some(RiskBand::High),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopStatusKind {
+    Arrived,
+    Departed,
+    Delivered,
+}
+
+impl StopStatusKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopStatusKind::Arrived => "arrived",
+            StopStatusKind::Departed => "departed",
+            StopStatusKind::Delivered => "delivered",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "arrived" => Some(StopStatusKind::Arrived),
+            "departed" => Some(StopStatusKind::Departed),
+            "delivered" => Some(StopStatusKind::Delivered),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmailThread {
+    Main,
+    New,
+}
+
+impl EmailThread {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EmailThread::Main => "main",
+            EmailThread::New => "new",
+        }
+    }
+}
+
+/// A message channel a contact can write on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageChannel {
+    Sms,
+    Email,
+    Slack,
+}
+
+impl MessageChannel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageChannel::Sms => "sms",
+            MessageChannel::Email => "email",
+            MessageChannel::Slack => "slack",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "sms" => Some(MessageChannel::Sms),
+            "email" => Some(MessageChannel::Email),
+            "slack" => Some(MessageChannel::Slack),
+            _ => None,
+        }
+    }
+}
+
+/// The typed fields a document reader returns for an attachment (behavior.md §6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct DocumentFields {
+    pub document_type: DocumentType,
+    #[serde(default)]
+    pub signed: Option<bool>,
+    #[serde(default)]
+    pub exceptions_noted: Option<bool>,
+    #[serde(default)]
+    pub po_numbers: Vec<String>,
+    #[serde(default)]
+    pub seal: Option<String>,
+    #[serde(default)]
+    pub pieces: Option<u32>,
+    #[serde(default)]
+    pub temperature_f: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum DocumentType {
+    Bol,
+    Pod,
+    LumperReceipt,
+    #[default]
+    Other,
+}
+
+impl DocumentType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DocumentType::Bol => "bol",
+            DocumentType::Pod => "pod",
+            DocumentType::LumperReceipt => "lumper_receipt",
+            DocumentType::Other => "other",
+        }
+    }
+}
+
+/// What an event says. Serialized with a `type` tag, the ids of topics.md.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    LoadRegistered(LoadRegistered),
+    Sms {
+        /// A contact id, or the raw phone number of the sender.
+        from: String,
+        text: String,
+    },
+    Email {
+        from: String,
+        #[serde(default)]
+        subject: String,
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread: Option<EmailThread>,
+    },
+    Slack {
+        from: String,
+        text: String,
+    },
+    Ping {
+        stop: u32,
+        delay_risk: RiskBand,
+        /// When the tracker measured it; pings recorded before the last applied one are stale.
+        recorded_at: DateTime<Utc>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lat: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lon: Option<f64>,
+    },
+    /// Published by the timer pump. The payload is exactly `{load_id, ask_id, attempt}`.
+    TimerFired {
+        timer_id: String,
+        ask_id: String,
+        attempt: u32,
+        fire_at: DateTime<Utc>,
+    },
+    Attachment {
+        from: String,
+        channel: MessageChannel,
+        filename: String,
+        content_type: String,
+        /// Where the document's bytes can be fetched by the document reader.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content_ref: Option<String>,
+        /// Fields already extracted upstream; the fake document reader returns them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        extracted: Option<DocumentFields>,
+    },
+    StopStatus {
+        stop: u32,
+        status: StopStatusKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
+    },
+    /// Reported by the relay (dispatcher) or a delivery service for one outbox row.
+    ActionOutcome {
+        idempotency_key: String,
+        status: OutcomeStatus,
+        action_kind: ActionKind,
+        /// The contact the action addressed, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        contact_id: Option<String>,
+        /// True for Hero-channel actions (`create_hero_task`, a Slack post to the Hero channel).
+        #[serde(default)]
+        hero_channel: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+impl EventKind {
+    /// The kind id used in log columns, reports and metrics.
+    pub fn kind_str(&self) -> &'static str {
+        match self {
+            EventKind::LoadRegistered(_) => "load_registered",
+            EventKind::Sms { .. } => "sms",
+            EventKind::Email { .. } => "email",
+            EventKind::Slack { .. } => "slack",
+            EventKind::Ping { .. } => "ping",
+            EventKind::TimerFired { .. } => "timer_fired",
+            EventKind::Attachment { .. } => "attachment",
+            EventKind::StopStatus { .. } => "stop_status",
+            EventKind::ActionOutcome { .. } => "action_outcome",
+        }
+    }
+
+    /// The channel, sender and text of a message event.
+    pub fn as_message(&self) -> Option<(MessageChannel, &str, &str)> {
+        match self {
+            EventKind::Sms { from, text } => Some((MessageChannel::Sms, from, text)),
+            EventKind::Email { from, text, .. } => Some((MessageChannel::Email, from, text)),
+            EventKind::Slack { from, text } => Some((MessageChannel::Slack, from, text)),
+            _ => None,
+        }
+    }
+}
+
+impl InboundEvent {
+    pub fn kind_str(&self) -> &'static str {
+        self.kind.kind_str()
+    }
+}
