@@ -160,7 +160,11 @@ impl DocumentType {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventKind {
-    LoadRegistered(LoadRegistered),
+    /// The load's metadata; the first entry of every log. (A struct variant, so that the JSON
+    /// form keeps `load_id` once at the top level and once inside `load`.)
+    LoadRegistered {
+        load: LoadRegistered,
+    },
     Sms {
         /// A contact id, or the raw phone number of the sender.
         from: String,
@@ -233,7 +237,7 @@ impl EventKind {
     /// The kind id used in log columns, reports and metrics.
     pub fn kind_str(&self) -> &'static str {
         match self {
-            EventKind::LoadRegistered(_) => "load_registered",
+            EventKind::LoadRegistered { .. } => "load_registered",
             EventKind::Sms { .. } => "sms",
             EventKind::Email { .. } => "email",
             EventKind::Slack { .. } => "slack",

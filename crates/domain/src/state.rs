@@ -276,7 +276,7 @@ impl LoadState {
     fn apply_event(&mut self, event: &InboundEvent) {
         self.event_ids.insert(event.event_id.clone());
         match &event.kind {
-            EventKind::LoadRegistered(reg) => {
+            EventKind::LoadRegistered { load: reg } => {
                 if self.load.is_none() {
                     self.load = Some(reg.clone());
                     self.tracking = Tracking { current_stop: 1, ..Tracking::default() };

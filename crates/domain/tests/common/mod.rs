@@ -63,7 +63,7 @@ pub fn event(id: &str, when: DateTime<Utc>, kind: EventKind) -> LogEntry {
 }
 
 pub fn registered(when: DateTime<Utc>) -> LogEntry {
-    event("reg_481207", when, EventKind::LoadRegistered(load_481207()))
+    event("reg_481207", when, EventKind::LoadRegistered { load: load_481207() })
 }
 
 pub fn ping(id: &str, when: DateTime<Utc>, stop: u32, band: RiskBand) -> LogEntry {

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs every test of load-agent on a fresh machine: installs what the build needs, starts the
+# services the tests use (PostgreSQL; a Kafka-protocol broker), then runs the checks.
+# Fails, never skips, when a service cannot be started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+log() { printf '\n==> %s\n' "$*"; }
+
+# --- build prerequisites (rdkafka builds its bundled librdkafka with cmake) -----------------
+need_pkgs=()
+command -v cmake >/dev/null 2>&1 || need_pkgs+=(cmake)
+command -v pkg-config >/dev/null 2>&1 || need_pkgs+=(pkg-config)
+dpkg -s libcurl4-openssl-dev >/dev/null 2>&1 || need_pkgs+=(libcurl4-openssl-dev)
+dpkg -s libssl-dev >/dev/null 2>&1 || need_pkgs+=(libssl-dev)
+dpkg -s zlib1g-dev >/dev/null 2>&1 || need_pkgs+=(zlib1g-dev)
+dpkg -s libzstd-dev >/dev/null 2>&1 || need_pkgs+=(libzstd-dev)
+dpkg -s libsasl2-dev >/dev/null 2>&1 || need_pkgs+=(libsasl2-dev)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  log "installing ${need_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}
+if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+  log "starting PostgreSQL"
+  if [ -d /etc/postgresql ]; then
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+  fi
+  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+fi
+pg_isready -h 127.0.0.1 -p 5432 || { echo "PostgreSQL is not reachable on 127.0.0.1:5432: the tests need it" >&2; exit 1; }
+
+# --- the domain crate stays pure ------------------------------------------------------------
+log "checking that load-agent-domain depends on no IO crate"
+forbidden=$(cargo tree -p load-agent-domain -e normal --prefix none --locked 2>/dev/null \
+  | grep -E '^(tokio|sqlx|sqlx-core|rdkafka|apache-avro|reqwest|hyper|schema_registry_converter) ' || true)
+if [ -n "$forbidden" ]; then
+  echo "load-agent-domain must not depend on IO crates, found:" >&2
+  echo "$forbidden" >&2
+  exit 1
+fi
+
+# --- tests -----------------------------------------------------------------------------------
+log "cargo test"
+cargo test --workspace --locked
+
+log "all tests passed"
