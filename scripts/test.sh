@@ -45,6 +45,10 @@ if [ -n "$forbidden" ]; then
   exit 1
 fi
 
+# --- deployment files, checked statically ----------------------------------------------------
+log "checking deploy/, docker-compose.kafka.yml and the Dockerfile"
+./scripts/check-deploy.sh
+
 # --- tests -----------------------------------------------------------------------------------
 log "cargo test"
 cargo test --workspace --locked
