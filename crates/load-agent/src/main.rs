@@ -1,0 +1,66 @@
+//! `load-agent`: one binary for every role and operator command.
+//!
+//! Exit codes: 0 success; 1 the command ran and found failures (an eval or golden replay that
+//! differs); 2 bad input (a bad argument prints usage, a malformed file names the file).
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod commands;
+mod config;
+
+#[derive(Debug, Parser)]
+#[command(name = "load-agent", version, about = "Runs every freight load after it is booked.")]
+struct Cli {
+    /// A TOML configuration file (also `LOAD_AGENT_CONFIG`); environment variables
+    /// `LOAD_AGENT_<SECTION>_<KEY>` override it.
+    #[arg(long, global = true, env = "LOAD_AGENT_CONFIG")]
+    config: Option<std::path::PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The local triage model: retrain the committed weights, or evaluate labeled messages.
+    #[command(subcommand)]
+    Triage(commands::triage::TriageCommand),
+    /// SOP specs: check the files under a directory.
+    #[command(subcommand)]
+    Sop(commands::sop::SopCommand),
+    /// Validates the configuration; `--print` shows the effective configuration, secrets masked.
+    Config {
+        #[arg(long)]
+        print: bool,
+    },
+}
+
+/// Loads and validates the configuration, printing the error (which names the setting).
+fn load_settings(file: Option<&std::path::Path>) -> Result<config::Settings, u8> {
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    config::Settings::load(file, &env).map_err(|e| {
+        eprintln!("load-agent: {e}");
+        2
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Triage(c) => commands::triage::run(c),
+        Command::Sop(c) => commands::sop::run(c),
+        Command::Config { print } => match load_settings(cli.config.as_deref()) {
+            Ok(s) => {
+                if print {
+                    print!("{}", s.to_masked_toml());
+                } else {
+                    println!("configuration ok ({} mode)", if s.production() { "production" } else { "embedded" });
+                }
+                0
+            }
+            Err(code) => code,
+        },
+    };
+    ExitCode::from(code)
+}
