@@ -67,13 +67,13 @@ pub fn prepare_event(
             }
         }
         _ if !state.is_registered() => return Err(InvalidEvent::UnknownLoad(state.load_id.clone())),
-        EventKind::Sms { text, .. } | EventKind::Slack { text, .. } | EventKind::Email { text, .. } => {
-            if text.len() > MAX_MESSAGE_BYTES {
-                return Err(InvalidEvent::BadField {
-                    field: "text",
-                    problem: format!("{} bytes, over the {MAX_MESSAGE_BYTES}-byte limit", text.len()),
-                });
-            }
+        EventKind::Sms { text, .. } | EventKind::Slack { text, .. } | EventKind::Email { text, .. }
+            if text.len() > MAX_MESSAGE_BYTES =>
+        {
+            return Err(InvalidEvent::BadField {
+                field: "text",
+                problem: format!("{} bytes, over the {MAX_MESSAGE_BYTES}-byte limit", text.len()),
+            });
         }
         _ => {}
     }

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize, Serializer};
 #[serde(transparent)]
 pub struct Secret(String);
 
+#[allow(dead_code)] // used by the service wiring
 impl Secret {
     pub fn new(s: impl Into<String>) -> Self {
         Secret(s.into())
@@ -49,6 +50,7 @@ impl Serialize for Secret {
 #[serde(transparent)]
 pub struct DatabaseUrl(String);
 
+#[allow(dead_code)] // used by the service wiring
 impl DatabaseUrl {
     pub fn expose(&self) -> &str {
         &self.0

@@ -26,6 +26,9 @@ enum Command {
     /// The local triage model: retrain the committed weights, or evaluate labeled messages.
     #[command(subcommand)]
     Triage(commands::triage::TriageCommand),
+    /// Runs scenario evals (evals/scenarios by default) through the worker, relay and timer pump
+    /// with a fake clock, on a fresh SQLite store per scenario or on Postgres.
+    Eval(commands::eval::EvalArgs),
     /// SOP specs: check the files under a directory.
     #[command(subcommand)]
     Sop(commands::sop::SopCommand),
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Triage(c) => commands::triage::run(c),
         Command::Sop(c) => commands::sop::run(c),
+        Command::Eval(a) => commands::eval::run(a),
         Command::Config { print } => match load_settings(cli.config.as_deref()) {
             Ok(s) => {
                 if print {

@@ -187,8 +187,11 @@ impl Given {
     }
 }
 
+/// `(kind, to, attempt, urgent)` of one action.
+pub type ActionSummary = (String, Option<String>, Option<u32>, Option<bool>);
+
 /// `(kind, to, attempt, urgent)` of each effective action, for compact assertions.
-pub fn summary(d: &DecisionRecord) -> Vec<(String, Option<String>, Option<u32>, Option<bool>)> {
+pub fn summary(d: &DecisionRecord) -> Vec<ActionSummary> {
     d.effective_actions()
         .map(|a| {
             let urgent = match &a.body {

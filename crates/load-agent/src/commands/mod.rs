@@ -1,4 +1,5 @@
 //! One module per subcommand; each returns the process exit code.
 
+pub mod eval;
 pub mod sop;
 pub mod triage;
