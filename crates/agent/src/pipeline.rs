@@ -58,7 +58,14 @@ pub async fn process_event(state: &LoadState, event: &InboundEvent, deps: &Deps<
     }
     let Some(load) = state.load.as_ref() else {
         let mut d = Decision::bare(state, event, deps.now);
-        d.rationale("the load is not registered; nothing to decide");
+        match &event.kind {
+            EventKind::LoadRegistered { load } => {
+                let version = load.sop_version.unwrap_or(1);
+                d.sop = Some(load_agent_domain::SopRef { id: load.client.clone(), version });
+                d.rationale(format!("load registered under {} v{version}", load.client));
+            }
+            _ => d.rationale("the load is not registered; nothing to decide"),
+        }
         d.filtered();
         return Processed::Decided(d.finish_without_load());
     };

@@ -167,34 +167,111 @@ impl Default for HttpSettings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LlmConfig {
-    /// `local` (triage only; planner and document reader unavailable), `local+openai`, `fake`.
+    /// `local` (triage only; the planner and document reader are unavailable and behavior.md's
+    /// fallbacks apply), `local+openai`, `openai`, `fake`.
     pub provider: String,
-    pub openai_base_url: String,
-    pub openai_api_key: Secret,
-    pub openai_model: String,
-    pub call_timeout_secs: u64,
+    pub call_timeout_ms: u64,
     pub max_retries: u32,
     pub backoff_base_ms: u64,
     pub backoff_max_ms: u64,
-    pub run_deadline_secs: u64,
+    /// One run's deadline, conflict re-decides included; after it the run commits an urgent
+    /// Hero task.
+    pub run_deadline_ms: u64,
     pub calls_per_second: u32,
+    /// An OpenAI-compatible endpoint (DeepSeek, llama.cpp server, vLLM); empty means none.
+    pub openai_base_url: String,
+    pub openai_api_key: Secret,
+    /// The default model for draft, plan and extract_sop.
+    pub openai_model: String,
+    pub openai_model_draft: String,
+    pub openai_model_plan: String,
+    pub openai_model_extract_sop: String,
+    /// A vision model for documents.
+    pub openai_model_extract_document: String,
+    /// Only when triage should not run locally.
+    pub openai_model_triage: String,
+    /// `json_schema` or `json_object` (DeepSeek).
+    pub openai_response_format: String,
+    /// `model=input/output;...` in USD per million tokens.
+    pub openai_prices: String,
+    pub openai_max_output_tokens: String,
 }
 
 impl Default for LlmConfig {
     fn default() -> Self {
         LlmConfig {
             provider: "local".into(),
-            openai_base_url: "https://api.deepseek.com/v1".into(),
-            openai_api_key: Secret::default(),
-            openai_model: "deepseek-chat".into(),
-            call_timeout_secs: 20,
+            call_timeout_ms: 20_000,
             max_retries: 2,
             backoff_base_ms: 500,
-            backoff_max_ms: 8000,
-            run_deadline_secs: 120,
+            backoff_max_ms: 8_000,
+            run_deadline_ms: 120_000,
             calls_per_second: 20,
+            openai_base_url: String::new(),
+            openai_api_key: Secret::default(),
+            openai_model: String::new(),
+            openai_model_draft: String::new(),
+            openai_model_plan: String::new(),
+            openai_model_extract_sop: String::new(),
+            openai_model_extract_document: String::new(),
+            openai_model_triage: String::new(),
+            openai_response_format: String::new(),
+            openai_prices: String::new(),
+            openai_max_output_tokens: String::new(),
         }
     }
+}
+
+impl LlmConfig {
+    /// The value of a `LOAD_AGENT_LLM_*` name, as the LLM crates read their settings.
+    pub fn lookup(&self, name: &str) -> Option<String> {
+        let key = name.strip_prefix("LOAD_AGENT_LLM_")?.to_ascii_lowercase();
+        let v = match key.as_str() {
+            "provider" => self.provider.clone(),
+            "call_timeout_ms" => self.call_timeout_ms.to_string(),
+            "max_retries" => self.max_retries.to_string(),
+            "backoff_base_ms" => self.backoff_base_ms.to_string(),
+            "backoff_max_ms" => self.backoff_max_ms.to_string(),
+            "run_deadline_ms" => self.run_deadline_ms.to_string(),
+            "calls_per_second" => self.calls_per_second.to_string(),
+            "openai_base_url" => self.openai_base_url.clone(),
+            "openai_api_key" => self.openai_api_key.expose().to_string(),
+            "openai_model" => self.openai_model.clone(),
+            "openai_model_draft" => self.openai_model_draft.clone(),
+            "openai_model_plan" => self.openai_model_plan.clone(),
+            "openai_model_extract_sop" => self.openai_model_extract_sop.clone(),
+            "openai_model_extract_document" => self.openai_model_extract_document.clone(),
+            "openai_model_triage" => self.openai_model_triage.clone(),
+            "openai_response_format" => self.openai_response_format.clone(),
+            "openai_prices" => self.openai_prices.clone(),
+            "openai_max_output_tokens" => self.openai_max_output_tokens.clone(),
+            _ => return None,
+        };
+        Some(v).filter(|v| !v.is_empty())
+    }
+
+    pub fn settings(&self) -> Result<load_agent_llm::LlmSettings, ConfigError> {
+        load_agent_llm::LlmSettings::from_lookup(|n| self.lookup(n)).map_err(|e| bad(&llm_setting(&e.to_string()), e.to_string()))
+    }
+
+    pub fn openai(&self) -> Result<Option<load_agent_llm_openai::OpenAiConfig>, ConfigError> {
+        load_agent_llm_openai::OpenAiConfig::from_lookup(|n| self.lookup(n))
+            .map_err(|e| bad(&llm_setting(&e.to_string()), e.to_string()))
+    }
+
+    /// The composed client: local triage, and the OpenAI-compatible provider where configured.
+    pub fn client(&self) -> Result<std::sync::Arc<dyn load_agent_llm::LlmClient>, ConfigError> {
+        load_agent_llm_openai::build_llm_client(&self.provider, &self.settings()?, self.openai()?)
+            .map_err(|e| bad(&llm_setting(&e.to_string()), e.to_string()))
+    }
+}
+
+/// The setting an LLM configuration error names (`LOAD_AGENT_LLM_X` → `llm.x`).
+fn llm_setting(msg: &str) -> String {
+    msg.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .find_map(|w| w.strip_prefix("LOAD_AGENT_LLM_"))
+        .map(|k| format!("llm.{}", k.to_ascii_lowercase()))
+        .unwrap_or_else(|| "llm".to_string())
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -217,7 +294,7 @@ impl Default for RelaySettings {
             batch: 100,
             poll_ms: 250,
             retry_budget_secs: 150,
-            backoff_base_ms: 2000,
+            backoff_base_ms: 5000,
             backoff_max_secs: 60,
             sms_per_contact_per_hour: 6,
         }
@@ -383,14 +460,14 @@ impl Settings {
         if self.kafka.max_in_flight == 0 {
             return Err(bad("kafka.max_in_flight", "must be at least 1"));
         }
-        if !["local", "local+openai", "openai", "fake"].contains(&self.llm.provider.as_str()) {
-            return Err(bad("llm.provider", "one of local, local+openai, openai, fake"));
-        }
-        if self.llm.provider.contains("openai") && self.llm.openai_api_key.is_empty() {
-            return Err(bad("llm.openai_api_key", "required by llm.provider with openai"));
-        }
-        if self.llm.run_deadline_secs == 0 || self.llm.call_timeout_secs == 0 {
-            return Err(bad("llm.run_deadline_secs", "timeouts must be positive"));
+        self.llm
+            .provider
+            .parse::<load_agent_llm::ProviderSpec>()
+            .map_err(|e| bad("llm.provider", e.to_string()))?;
+        self.llm.settings()?;
+        let openai = self.llm.openai()?;
+        if self.llm.provider.contains("openai") && openai.is_none() {
+            return Err(bad("llm.openai_base_url", "required by llm.provider with openai"));
         }
         if self.timers.poll_secs == 0 || self.timers.poll_secs > 30 {
             return Err(bad("timers.poll_secs", "must be between 1 and 30 (timers fire within a minute)"));
@@ -469,6 +546,10 @@ mod tests {
         assert_eq!(e.setting, "LOAD_AGENT_BOGUS_THING");
         let e = Settings::load(None, &env(&[("LOAD_AGENT_TIMERS_POLL_SECS", "90")])).unwrap_err();
         assert_eq!(e.setting, "timers.poll_secs");
+        let e = Settings::load(None, &env(&[("LOAD_AGENT_LLM_PROVIDER", "gpt9")])).unwrap_err();
+        assert_eq!(e.setting, "llm.provider", "{e}");
+        let e = Settings::load(None, &env(&[("LOAD_AGENT_LLM_PROVIDER", "local+openai")])).unwrap_err();
+        assert_eq!(e.setting, "llm.openai_base_url", "{e}");
     }
 
     #[test]
@@ -478,6 +559,8 @@ mod tests {
             &env(&[
                 ("LOAD_AGENT_DATABASE_URL", "postgres://app:hunter2@db:5432/la"),
                 ("LOAD_AGENT_LLM_PROVIDER", "local+openai"),
+                ("LOAD_AGENT_LLM_OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+                ("LOAD_AGENT_LLM_OPENAI_MODEL", "deepseek-chat"),
                 ("LOAD_AGENT_LLM_OPENAI_API_KEY", "sk-very-secret"),
                 ("LOAD_AGENT_HTTP_TOKEN", "tok-secret"),
             ]),

@@ -9,6 +9,9 @@ use clap::{Parser, Subcommand};
 
 mod commands;
 mod config;
+mod http;
+mod telemetry;
+mod timeline;
 
 #[derive(Debug, Parser)]
 #[command(name = "load-agent", version, about = "Runs every freight load after it is booked.")]
@@ -23,6 +26,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Runs the worker, relay and timer pump together. With no configuration: SQLite, the
+    /// in-process queue, fake delivery services and `POST /events` on 127.0.0.1:8080.
+    Serve,
+    /// Runs only the load worker (production mode: consumes Kafka).
+    Worker,
+    /// Runs only the outbox relay (production mode: publishes to Kafka).
+    Relay,
+    /// Runs only the timer pump (production mode: publishes timer_fired to Kafka).
+    TimerPump,
     /// The local triage model: retrain the committed weights, or evaluate labeled messages.
     #[command(subcommand)]
     Triage(commands::triage::TriageCommand),
@@ -32,6 +44,13 @@ enum Command {
     /// SOP specs: check the files under a directory.
     #[command(subcommand)]
     Sop(commands::sop::SopCommand),
+    /// Applies the database migrations not applied yet (also done when the service starts).
+    Migrate,
+    /// The LLM cost of a load, from its log.
+    Cost(commands::store_cmds::CostArgs),
+    /// A load's timeline (events, decisions, actions and their delivery, asks) and its state at
+    /// any version.
+    Inspect(commands::store_cmds::InspectArgs),
     /// Validates the configuration; `--print` shows the effective configuration, secrets masked.
     Config {
         #[arg(long)]
@@ -48,12 +67,28 @@ fn load_settings(file: Option<&std::path::Path>) -> Result<config::Settings, u8>
     })
 }
 
+fn with_settings(file: Option<&std::path::Path>, f: impl FnOnce(&config::Settings) -> u8) -> u8 {
+    match load_settings(file) {
+        Ok(s) => f(&s),
+        Err(code) => code,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Triage(c) => commands::triage::run(c),
         Command::Sop(c) => commands::sop::run(c),
         Command::Eval(a) => commands::eval::run(a),
+        Command::Serve => with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::All)),
+        Command::Worker => with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::Worker)),
+        Command::Relay => with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::Relay)),
+        Command::TimerPump => {
+            with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::TimerPump))
+        }
+        Command::Migrate => with_settings(cli.config.as_deref(), commands::store_cmds::run_migrate),
+        Command::Cost(a) => with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_cost(s, a)),
+        Command::Inspect(a) => with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_inspect(s, a)),
         Command::Config { print } => match load_settings(cli.config.as_deref()) {
             Ok(s) => {
                 if print {

@@ -1,5 +1,8 @@
 //! One module per subcommand; each returns the process exit code.
 
 pub mod eval;
+pub mod production;
+pub mod serve;
 pub mod sop;
+pub mod store_cmds;
 pub mod triage;

@@ -1,0 +1,206 @@
+//! `load-agent serve` (worker, relay and timer pump together) and the single roles.
+//!
+//! With no configuration: SQLite, the in-process queue, fake delivery services that log what
+//! they would send, and `POST /events`. With `kafka.brokers` and a Postgres URL: production
+//! mode (Kafka in and out).
+//!
+//! SIGTERM (or Ctrl-C): readiness goes false, fetching stops, in-flight runs finish, claims are
+//! released, and the process exits within `shutdown.grace_secs`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use load_agent_agent::Agent;
+use load_agent_runtime::{
+    FakeServices, InProcessRuntime, LogDeadLetters, PumpConfig, RelayConfig, RetryPolicy, RuntimeConfig,
+    SystemClock, WorkerConfig, shutdown_channel,
+};
+use tracing::{error, info, warn};
+
+use crate::commands::store_cmds::{open, runtime};
+use crate::config::Settings;
+use crate::http::{HttpState, Publish, router};
+use crate::telemetry;
+
+/// Which loops a process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    All,
+    Worker,
+    Relay,
+    TimerPump,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::All => "serve",
+            Role::Worker => "worker",
+            Role::Relay => "relay",
+            Role::TimerPump => "timer-pump",
+        }
+    }
+}
+
+pub fn runtime_config(settings: &Settings) -> RuntimeConfig {
+    let r = &settings.relay;
+    RuntimeConfig {
+        worker: WorkerConfig {
+            max_conflict_retries: settings.worker.max_conflict_retries,
+            run_deadline: Duration::from_millis(settings.llm.run_deadline_ms),
+            ..WorkerConfig::default()
+        },
+        relay: RelayConfig {
+            batch: r.batch as usize,
+            idle_poll: Duration::from_millis(r.poll_ms),
+            retry: RetryPolicy {
+                budget: Duration::from_secs(r.retry_budget_secs),
+                base: Duration::from_millis(r.backoff_base_ms),
+                cap: Duration::from_secs(r.backoff_max_secs),
+                ..RetryPolicy::default()
+            },
+        },
+        pump: PumpConfig { batch: settings.timers.batch as usize, poll_interval: Duration::from_secs(settings.timers.poll_secs) },
+        queue_capacity: None,
+    }
+}
+
+pub fn run(settings: &Settings, role: Role) -> u8 {
+    telemetry::init_logs(&settings.log);
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(c) => return c,
+    };
+    rt.block_on(async {
+        if settings.production() {
+            return crate::commands::production::run(settings, role).await;
+        }
+        if role != Role::All {
+            eprintln!(
+                "load-agent {}: the single roles need Kafka (set kafka.brokers and a Postgres database.url); \
+                 the embedded mode runs everything in one process: load-agent serve",
+                role.name()
+            );
+            return 2;
+        }
+        serve_embedded(settings).await
+    })
+}
+
+async fn serve_embedded(settings: &Settings) -> u8 {
+    let metrics = match telemetry::init_metrics() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("load-agent serve: {e}");
+            return 1;
+        }
+    };
+    let stores = match open(settings).await {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let agent = match Agent::embedded() {
+        Ok(a) => Arc::new(a),
+        Err(e) => {
+            eprintln!("load-agent serve: SOPs: {e}");
+            return 2;
+        }
+    };
+    let llm = match settings.llm.client() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("load-agent serve: {e}");
+            return 2;
+        }
+    };
+    let debug_pii = settings.log.debug_pii;
+    let fakes = FakeServices::new().with_hook(move |d| {
+        let text = d.text.as_deref().unwrap_or("");
+        let shown = if debug_pii { text.to_string() } else { format!("<{} chars redacted>", text.chars().count()) };
+        info!(
+            destination = d.destination.as_str(),
+            load_id = %d.load_id,
+            key = %d.idempotency_key,
+            to = d.to.as_deref().unwrap_or("-"),
+            text = %shown,
+            "fake {} service delivered {}",
+            d.destination.as_str(),
+            d.kind.as_str()
+        );
+    });
+    let rt = Arc::new(InProcessRuntime::new(
+        stores.clone(),
+        agent,
+        llm,
+        Arc::new(SystemClock),
+        fakes,
+        runtime_config(settings),
+    ));
+    let (trigger, shutdown) = shutdown_channel();
+    let mut tasks = rt.spawn_loops(settings.worker.concurrency, Arc::new(LogDeadLetters), shutdown.clone());
+    tasks.spawn(telemetry::sample_store_gauges(stores.clone(), Duration::from_secs(10), shutdown.clone()));
+
+    let publish_rt = rt.clone();
+    let publish: Publish = Arc::new(move |event| {
+        let rt = publish_rt.clone();
+        Box::pin(async move { rt.publish(event).await.map_err(|e| e.to_string()) })
+    });
+    let ready = Arc::new(AtomicBool::new(true));
+    let token = Some(settings.http.token.expose().to_string()).filter(|t| !t.is_empty());
+    let state = HttpState { stores, metrics, publish: Some(publish), token, ready: ready.clone() };
+    let listener = match tokio::net::TcpListener::bind(&settings.http.addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("load-agent serve: http.addr {}: {e}", settings.http.addr);
+            return 1;
+        }
+    };
+    info!(addr = %settings.http.addr, database = %settings.database.url.masked(), "load-agent serving (embedded mode)");
+    let mut http_shutdown = shutdown.clone();
+    let http = tokio::spawn(async move {
+        let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move { http_shutdown.recv().await });
+        if let Err(e) = server.await {
+            error!(error = %e, "http server failed");
+        }
+    });
+    wait_for_signal().await;
+    ready.store(false, Ordering::Relaxed);
+    info!(grace_secs = settings.shutdown.grace_secs, "shutting down: finishing in-flight runs");
+    trigger.shutdown();
+    let grace = Duration::from_secs(settings.shutdown.grace_secs);
+    let drained = tokio::time::timeout(grace, async {
+        while tasks.join_next().await.is_some() {}
+        let _ = http.await;
+    })
+    .await;
+    if drained.is_err() {
+        warn!("grace period passed with work still running; exiting");
+        return 1;
+    }
+    info!("stopped");
+    0
+}
+
+/// SIGTERM or Ctrl-C.
+pub async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,169 @@
+//! Commands over the store: `migrate`, `cost LOAD_ID`, `inspect LOAD_ID`.
+
+use clap::Args;
+use load_agent_store::{Stores, migrate, open_store};
+
+use crate::config::Settings;
+use crate::timeline;
+
+/// A tokio runtime for a one-shot command.
+pub fn runtime() -> Result<tokio::runtime::Runtime, u8> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| {
+        eprintln!("load-agent: cannot start the runtime: {e}");
+        2
+    })
+}
+
+pub async fn open(settings: &Settings) -> Result<Stores, u8> {
+    open_store(settings.database.url.expose()).await.map_err(|e| {
+        eprintln!("load-agent: database.url ({}): {e}", settings.database.url.masked());
+        1
+    })
+}
+
+/// `load-agent migrate`: applies the migrations not applied yet.
+pub fn run_migrate(settings: &Settings) -> u8 {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(c) => return c,
+    };
+    match rt.block_on(migrate(settings.database.url.expose())) {
+        Ok(()) => {
+            println!("migrations applied to {}", settings.database.url.masked());
+            0
+        }
+        Err(e) => {
+            eprintln!("load-agent migrate: {e}");
+            1
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CostArgs {
+    pub load_id: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `load-agent cost LOAD_ID`: the LLM cost of a load, a SQL sum over its log.
+pub fn run_cost(settings: &Settings, args: CostArgs) -> u8 {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(c) => return c,
+    };
+    rt.block_on(async {
+        let stores = match open(settings).await {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        let (entries, _) = match stores.events.read(&args.load_id).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("load-agent cost: {e}");
+                return 1;
+            }
+        };
+        if entries.is_empty() {
+            eprintln!("load-agent cost: no load {:?} in {}", args.load_id, settings.database.url.masked());
+            return 1;
+        }
+        let cost = match stores.events.llm_cost(&args.load_id).await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("load-agent cost: {e}");
+                return 1;
+            }
+        };
+        let mut calls = 0usize;
+        let mut tokens = (0u64, 0u64);
+        let mut by_method: std::collections::BTreeMap<String, (usize, f64)> = Default::default();
+        for e in &entries {
+            if let load_agent_domain::LogEntry::Decision(d) = e {
+                for u in &d.llm_usage {
+                    calls += 1;
+                    tokens.0 += u.input_tokens;
+                    tokens.1 += u.output_tokens;
+                    let m = by_method.entry(u.method.clone()).or_default();
+                    m.0 += 1;
+                    m.1 += u.cost_usd;
+                }
+            }
+        }
+        if args.json {
+            let v = serde_json::json!({
+                "load_id": args.load_id, "cost_usd": cost, "calls": calls,
+                "input_tokens": tokens.0, "output_tokens": tokens.1,
+                "by_method": by_method.iter().map(|(k, (n, c))| (k.clone(), serde_json::json!({"calls": n, "cost_usd": c})))
+                    .collect::<serde_json::Map<_, _>>(),
+            });
+            println!("{v}");
+        } else {
+            println!("load {}: LLM cost ${cost:.6} over {calls} call(s), {} input / {} output tokens", args.load_id, tokens.0, tokens.1);
+            for (m, (n, c)) in by_method {
+                println!("  {m:<18} {n:>5} call(s)  ${c:.6}");
+            }
+        }
+        0
+    })
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    pub load_id: String,
+    /// Show the state and timeline as of this log version.
+    #[arg(long)]
+    pub at: Option<u64>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `load-agent inspect LOAD_ID [--at VERSION] [--json]`.
+pub fn run_inspect(settings: &Settings, args: InspectArgs) -> u8 {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(c) => return c,
+    };
+    rt.block_on(async {
+        let stores = match open(settings).await {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        match inspect_text(&stores, &args.load_id, args.at, args.json).await {
+            Ok(Some(text)) => {
+                print!("{text}");
+                0
+            }
+            Ok(None) => {
+                eprintln!("load-agent inspect: no load {:?} in {}", args.load_id, settings.database.url.masked());
+                1
+            }
+            Err(e) => {
+                eprintln!("load-agent inspect: {e}");
+                1
+            }
+        }
+    })
+}
+
+/// The timeline (or its JSON) of a load; `None` when the load has no log.
+pub async fn inspect_text(
+    stores: &Stores,
+    load_id: &str,
+    at: Option<u64>,
+    json: bool,
+) -> Result<Option<String>, load_agent_store::StoreError> {
+    let (entries, _) = stores.events.read(load_id).await?;
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    let rows = stores.outbox.rows_for_load(load_id).await?;
+    let view = timeline::view(load_id, &entries, at, &rows);
+    Ok(Some(if json {
+        let mut s = serde_json::to_string_pretty(&view).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+        s.push('\n');
+        s
+    } else {
+        timeline::render(&view)
+    }))
+}

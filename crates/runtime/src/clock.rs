@@ -1,0 +1,78 @@
+//! Time is injected everywhere (style habit 8): the worker, the relay, the pump and the evals
+//! read it through a [`Clock`], so leases, backoff, timers and decisions run on a fake clock in
+//! evals and tests.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use chrono::{DateTime, Duration, Utc};
+
+/// The source of "now".
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// A clock that moves only when told to. Clones share the same time, so one `FakeClock` can be
+/// handed to the worker, the relay, the pump and the eval driver.
+#[derive(Debug, Clone)]
+pub struct FakeClock {
+    now: Arc<Mutex<DateTime<Utc>>>,
+}
+
+impl FakeClock {
+    pub fn new(start: DateTime<Utc>) -> Self {
+        FakeClock { now: Arc::new(Mutex::new(start)) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, DateTime<Utc>> {
+        // A panic while holding the lock cannot leave a half-written time behind.
+        self.now.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn set(&self, to: DateTime<Utc>) {
+        *self.lock() = to;
+    }
+
+    pub fn advance(&self, by: Duration) {
+        let mut now = self.lock();
+        *now += by;
+    }
+}
+
+impl Clock for FakeClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.lock()
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now(&self) -> DateTime<Utc> {
+        (**self).now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clones_of_a_fake_clock_share_its_time() {
+        let t0 = DateTime::parse_from_rfc3339("2026-03-02T13:00:00Z").map(|t| t.with_timezone(&Utc));
+        let Ok(t0) = t0 else { panic!("fixture time") };
+        let clock = FakeClock::new(t0);
+        let shared = clock.clone();
+        clock.advance(Duration::minutes(30));
+        assert_eq!(shared.now(), t0 + Duration::minutes(30));
+        shared.set(t0);
+        assert_eq!(clock.now(), t0);
+    }
+}

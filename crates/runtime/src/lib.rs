@@ -1,0 +1,48 @@
+//! The runtime of load-agent (ADR 0003): everything between the load queue and the delivery
+//! services, plus the scenario evals that drive it on a fake clock.
+//!
+//! Layout:
+//! - [`clock`]: [`Clock`], [`SystemClock`], [`FakeClock`]: every read of "now" goes through one.
+//! - [`queue`]: [`LoadQueue`] and [`InProcessQueue`]: FIFO per load, one run in flight per load.
+//! - [`snapshot`]: [`SnapshotSource`] (where a run's state comes from) and [`LogProjection`].
+//! - [`worker`]: [`Worker`]: one run per event (`process_one`) and the consumer loop.
+//! - [`delivery`]: the channel contract ([`Destinations`], [`ActionCommand`], [`Receipt`],
+//!   [`DeliveryError`]) and [`FakeServices`], the in-process fakes with fault injection.
+//! - [`relay`]: [`Relay`], ADR 0003's dispatcher (`relay_once` and the loop), [`RetryPolicy`].
+//! - [`pump`]: [`TimerPump`] (`pump_once` and the loop).
+//! - [`alerts`]: [`OpsAlerts`], independent of the Hero tooling.
+//! - [`harness`]: [`InProcessRuntime`], the pieces wired on one set of stores.
+//! - [`shutdown`]: stopping the loops.
+//! - [`eval`]: `load-agent eval` ([`eval::run_eval`]).
+//!
+//! Architecture invariant: the runtime decides nothing. Decisions come from
+//! `load_agent_agent::process_event`; the runtime reads, commits, sends and schedules. It knows
+//! no Kafka and no vendor: production transports plug in behind [`LoadQueue`] and
+//! [`Destinations`].
+
+pub mod alerts;
+pub mod clock;
+pub mod delivery;
+pub mod eval;
+pub mod harness;
+pub mod pump;
+pub mod queue;
+pub mod relay;
+pub mod shutdown;
+pub mod snapshot;
+pub mod worker;
+
+pub use alerts::{OpsAlert, OpsAlerts};
+pub use clock::{Clock, FakeClock, SystemClock};
+pub use delivery::{
+    ActionCommand, Delivered, DeliveryError, Destinations, FailMode, FakeServices, FaultChange, FaultRule,
+    Receipt,
+};
+pub use eval::{EvalError, EvalSummary, run_eval};
+pub use harness::{InProcessRuntime, RuntimeConfig, SettleError, SettleReport};
+pub use pump::{PumpConfig, PumpReport, TimerPump, timer_fired_event};
+pub use queue::{Delivery, InProcessQueue, LoadQueue, QueueError};
+pub use relay::{Relay, RelayConfig, RelayReport, RetryPolicy};
+pub use shutdown::{Shutdown, ShutdownTrigger, shutdown_channel};
+pub use snapshot::{LogProjection, SnapshotSource};
+pub use worker::{DeadLetters, LogDeadLetters, RunOutcome, Worker, WorkerConfig, outbox_rows};

@@ -1,0 +1,57 @@
+//! Where the worker gets a load's state from. The default reads the whole log and projects it;
+//! a cache (the next issue's moka cache) keeps states and reads only the entries after its
+//! cached version.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use load_agent_domain::{LoadState, LogEntry, project_state};
+use load_agent_store::{EventStore, StoreError};
+
+/// The projected state of a load at its current version (`LoadState::version`).
+#[async_trait]
+pub trait SnapshotSource: Send + Sync {
+    /// The state of `load_id` projected from its log; `state.version` is the log's version,
+    /// the `expected_version` of the next append.
+    async fn snapshot(&self, load_id: &str) -> Result<LoadState, StoreError>;
+
+    /// A run appended `entries` on top of `before` and the log is now at `new_version`. A cache
+    /// can apply them instead of reading them back.
+    async fn committed(&self, _before: &LoadState, _entries: &[LogEntry], _new_version: u64) {}
+
+    /// The cached state of `load_id` is behind the log (an append conflicted): drop it.
+    async fn invalidate(&self, _load_id: &str) {}
+}
+
+/// Reads the whole log and projects it, every time. No state is kept.
+#[derive(Clone)]
+pub struct LogProjection {
+    events: Arc<dyn EventStore>,
+}
+
+impl LogProjection {
+    pub fn new(events: Arc<dyn EventStore>) -> Self {
+        LogProjection { events }
+    }
+}
+
+impl std::fmt::Debug for LogProjection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogProjection").finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl SnapshotSource for LogProjection {
+    async fn snapshot(&self, load_id: &str) -> Result<LoadState, StoreError> {
+        let (entries, version) = self.events.read(load_id).await?;
+        let state = project_state(load_id, &entries);
+        if state.version != version {
+            return Err(StoreError::Corrupt(format!(
+                "load {load_id}: {} entries read but the log is at version {version}",
+                state.version
+            )));
+        }
+        Ok(state)
+    }
+}

@@ -1,0 +1,622 @@
+//! The worker, relay and pump, one unit of work at a time, on a fresh SQLite store each test.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+use load_agent_agent::Agent;
+use load_agent_domain::{
+    Action, ActionBody, ActionKind, Contact, DecisionPath, Destination, EventKind, InboundEvent, Language,
+    LoadRegistered, LogEntry, OutcomeStatus, Role, Stop, StopKind, action_outcome_event_id,
+    timer_fired_event_id,
+};
+use load_agent_llm::{FakeLlm, LlmClient};
+use load_agent_runtime::{
+    ActionCommand, Clock, DeliveryError, Destinations, FailMode, FakeClock, FakeServices, FaultRule,
+    InProcessQueue, LoadQueue, LogProjection, Receipt, Relay, RetryPolicy, RunOutcome, SnapshotSource,
+    TimerPump, Worker,
+};
+use load_agent_store::{
+    AppendError, AppendRequest, EventStore, NewOutboxRow, NextAttempt, SqliteStore, StoreError, StoreOptions,
+    Stores, TimerRow,
+};
+
+fn t(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s).map(|t| t.with_timezone(&Utc)).expect("test time")
+}
+
+fn load(load_id: &str) -> LoadRegistered {
+    let at = |s: &str| DateTime::parse_from_rfc3339(s).expect("time");
+    LoadRegistered {
+        load_id: load_id.into(),
+        client: "client_a".into(),
+        sop_version: None,
+        contacts: vec![
+            Contact {
+                id: "drv".into(),
+                role: Role::Driver,
+                name: "Luis".into(),
+                phone: Some("+13125550111".into()),
+                email: None,
+                slack: None,
+                language: Language::En,
+            },
+            Contact {
+                id: "disp".into(),
+                role: Role::CarrierDispatcher,
+                name: "Dana".into(),
+                phone: None,
+                email: Some("dana@carrier.example".into()),
+                slack: None,
+                language: Language::En,
+            },
+        ],
+        stops: vec![
+            Stop {
+                sequence: 1,
+                kind: StopKind::Pickup,
+                name: "Acme DC".into(),
+                address: "1 Dock Rd".into(),
+                appointment: at("2026-03-02T08:00:00-06:00"),
+                po_numbers: vec!["55821".into()],
+                reference: None,
+            },
+            Stop {
+                sequence: 2,
+                kind: StopKind::Delivery,
+                name: "Store 88".into(),
+                address: "88 Main St".into(),
+                appointment: at("2026-03-02T16:00:00-05:00"),
+                po_numbers: vec![],
+                reference: None,
+            },
+        ],
+        reefer: None,
+    }
+}
+
+fn event(load_id: &str, id: &str, at: DateTime<Utc>, kind: EventKind) -> InboundEvent {
+    InboundEvent { event_id: id.into(), load_id: load_id.into(), occurred_at: at, kind }
+}
+
+fn sms(load_id: &str, id: &str, at: DateTime<Utc>, text: &str) -> InboundEvent {
+    event(load_id, id, at, EventKind::Sms { from: "drv".into(), text: text.into() })
+}
+
+fn ping_high(load_id: &str, id: &str, at: DateTime<Utc>) -> InboundEvent {
+    event(
+        load_id,
+        id,
+        at,
+        EventKind::Ping {
+            stop: 1,
+            delay_risk: load_agent_domain::RiskBand::High,
+            recorded_at: at,
+            lat: None,
+            lon: None,
+        },
+    )
+}
+
+struct Env {
+    stores: Stores,
+    clock: FakeClock,
+    queue: Arc<InProcessQueue>,
+    fakes: FakeServices,
+    agent: Arc<Agent>,
+    _store: SqliteStore,
+}
+
+impl Env {
+    async fn new() -> Env {
+        let store = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite");
+        Env {
+            stores: store.clone().into_stores(),
+            clock: FakeClock::new(t("2026-03-02T13:00:00Z")),
+            queue: Arc::new(InProcessQueue::new(1000)),
+            fakes: FakeServices::new(),
+            agent: Arc::new(Agent::embedded().expect("agent")),
+            _store: store,
+        }
+    }
+
+    fn worker_on(&self, events: Arc<dyn EventStore>) -> Worker {
+        let llm: Arc<dyn LlmClient> = Arc::new(FakeLlm::new());
+        let snapshots: Arc<dyn SnapshotSource> = Arc::new(LogProjection::new(events.clone()));
+        Worker::new(events, snapshots, self.agent.clone(), llm, Arc::new(self.clock.clone()))
+    }
+
+    fn worker(&self) -> Worker {
+        self.worker_on(self.stores.events.clone())
+    }
+
+    fn relay_to(&self, destinations: Arc<dyn Destinations>) -> Relay {
+        let queue: Arc<dyn LoadQueue> = self.queue.clone();
+        Relay::new(
+            self.stores.outbox.clone(),
+            self.stores.timers.clone(),
+            destinations,
+            queue,
+            Arc::new(self.clock.clone()),
+        )
+    }
+
+    fn relay(&self) -> Relay {
+        self.relay_to(Arc::new(self.fakes.clone()))
+    }
+
+    fn pump(&self) -> TimerPump {
+        let queue: Arc<dyn LoadQueue> = self.queue.clone();
+        TimerPump::new(self.stores.timers.clone(), queue, Arc::new(self.clock.clone()))
+    }
+
+    async fn register(&self, worker: &Worker, load_id: &str) {
+        let reg = event(
+            load_id,
+            &format!("reg:{load_id}"),
+            self.clock.now(),
+            EventKind::LoadRegistered { load: load(load_id) },
+        );
+        assert!(matches!(worker.process_one(reg).await, RunOutcome::Committed { .. }));
+    }
+
+    async fn drain(&self) -> Vec<InboundEvent> {
+        let mut out = Vec::new();
+        while let Some(d) = self.queue.try_receive().await {
+            out.push(d.event.clone());
+            self.queue.ack(&d).await;
+        }
+        out
+    }
+}
+
+fn committed(outcome: RunOutcome) -> (load_agent_domain::DecisionRecord, u32) {
+    match outcome {
+        RunOutcome::Committed { decision, conflicts, .. } => (decision, conflicts),
+        other => panic!("expected a commit, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker
+
+/// An event store that lets another "run" append first, once: the worker's first append
+/// conflicts for real.
+struct RacingEvents {
+    inner: Arc<dyn EventStore>,
+    raced: AtomicBool,
+    appends: AtomicUsize,
+}
+
+#[async_trait]
+impl EventStore for RacingEvents {
+    async fn read(&self, load_id: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
+        self.inner.read(load_id).await
+    }
+    async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
+        self.inner.read_since(load_id, version).await
+    }
+    async fn append(
+        &self,
+        load_id: &str,
+        entries: &[LogEntry],
+        expected_version: u64,
+        outbox: &[NewOutboxRow],
+    ) -> Result<u64, AppendError> {
+        self.appends.fetch_add(1, Ordering::SeqCst);
+        if !self.raced.swap(true, Ordering::SeqCst) {
+            // The concurrent run: an "ok" from the driver and its noop decision.
+            let other = sms(load_id, "sms_concurrent", t("2026-03-02T13:00:00Z"), "ok");
+            let (entries_before, version) = self.inner.read(load_id).await?;
+            let state = load_agent_domain::project_state(load_id, &entries_before);
+            let decision = load_agent_agent::hero_fallback_record(
+                load_id,
+                "sms_concurrent",
+                "sms",
+                other.occurred_at,
+                state.sop(),
+                "concurrent run",
+                vec![],
+            );
+            self.inner
+                .append(load_id, &[LogEntry::Event(other), LogEntry::Decision(decision)], version, &[])
+                .await?;
+        }
+        self.inner.append(load_id, entries, expected_version, outbox).await
+    }
+    async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
+        self.inner.append_batch(requests).await
+    }
+    async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
+        self.inner.llm_cost(load_id).await
+    }
+    async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.inner.load_ids(limit).await
+    }
+}
+
+#[tokio::test]
+async fn a_version_conflict_re_reads_and_re_decides() {
+    let env = Env::new().await;
+    env.register(&env.worker(), "L1").await;
+    let racing = Arc::new(RacingEvents {
+        inner: env.stores.events.clone(),
+        raced: AtomicBool::new(false),
+        appends: AtomicUsize::new(0),
+    });
+    let worker = env.worker_on(racing.clone());
+    let (decision, conflicts) =
+        committed(worker.process_one(ping_high("L1", "ping_1", env.clock.now())).await);
+    assert_eq!(conflicts, 1);
+    assert_eq!(racing.appends.load(Ordering::SeqCst), 2, "one conflicting append, one re-decided append");
+    assert_eq!(decision.path, DecisionPath::Sop);
+    let (entries, version) = env.stores.events.read("L1").await.expect("read");
+    assert_eq!(version, 6, "registration (2), the concurrent run (2), the re-decided ping (2)");
+    assert!(matches!(&entries[5], LogEntry::Decision(d) if d.trigger_event_id == "ping_1"));
+}
+
+#[tokio::test]
+async fn conflicts_are_bounded_then_the_event_is_given_back() {
+    struct AlwaysConflict(Arc<dyn EventStore>);
+    #[async_trait]
+    impl EventStore for AlwaysConflict {
+        async fn read(&self, l: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
+            self.0.read(l).await
+        }
+        async fn read_since(&self, l: &str, v: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
+            self.0.read_since(l, v).await
+        }
+        async fn append(
+            &self,
+            _: &str,
+            _: &[LogEntry],
+            e: u64,
+            _: &[NewOutboxRow],
+        ) -> Result<u64, AppendError> {
+            Err(AppendError::Conflict { expected: e, actual: e + 1 })
+        }
+        async fn append_batch(&self, r: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
+            self.0.append_batch(r).await
+        }
+        async fn llm_cost(&self, l: &str) -> Result<f64, StoreError> {
+            self.0.llm_cost(l).await
+        }
+        async fn load_ids(&self, n: usize) -> Result<Vec<String>, StoreError> {
+            self.0.load_ids(n).await
+        }
+    }
+    let env = Env::new().await;
+    env.register(&env.worker(), "L1").await;
+    let worker = env.worker_on(Arc::new(AlwaysConflict(env.stores.events.clone())));
+    let outcome = worker.process_one(ping_high("L1", "ping_1", env.clock.now())).await;
+    assert!(
+        matches!(outcome, RunOutcome::GiveBack { ref reason } if reason.contains("6 version conflicts")),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_redelivered_event_is_already_processed_and_writes_nothing() {
+    let env = Env::new().await;
+    let worker = env.worker();
+    env.register(&worker, "L1").await;
+    committed(worker.process_one(ping_high("L1", "ping_1", env.clock.now())).await);
+    let (_, before) = env.stores.events.read("L1").await.expect("read");
+    assert_eq!(
+        worker.process_one(ping_high("L1", "ping_1", env.clock.now())).await,
+        RunOutcome::AlreadyProcessed
+    );
+    let (_, after) = env.stores.events.read("L1").await.expect("read");
+    assert_eq!(before, after);
+}
+
+#[tokio::test]
+async fn a_duplicate_entry_at_append_means_done() {
+    // A snapshot that does not know the event yet (a stale cache) still ends in "done": the
+    // store refuses the entry id.
+    struct Forgetful(LogProjection);
+    #[async_trait]
+    impl SnapshotSource for Forgetful {
+        async fn snapshot(&self, load_id: &str) -> Result<load_agent_domain::LoadState, StoreError> {
+            let mut s = self.0.snapshot(load_id).await?;
+            s.event_ids = Default::default();
+            Ok(s)
+        }
+    }
+    let env = Env::new().await;
+    let worker = env.worker();
+    env.register(&worker, "L1").await;
+    committed(worker.process_one(sms("L1", "sms_1", env.clock.now(), "ok")).await);
+    let llm: Arc<dyn LlmClient> = Arc::new(FakeLlm::new());
+    let forgetful = Worker::new(
+        env.stores.events.clone(),
+        Arc::new(Forgetful(LogProjection::new(env.stores.events.clone()))),
+        env.agent.clone(),
+        llm,
+        Arc::new(env.clock.clone()),
+    );
+    assert_eq!(
+        forgetful.process_one(sms("L1", "sms_1", env.clock.now(), "ok")).await,
+        RunOutcome::AlreadyProcessed
+    );
+}
+
+#[tokio::test]
+async fn a_duplicate_action_key_re_decides_into_a_hero_task_keyed_by_the_event() {
+    let env = Env::new().await;
+    let worker = env.worker();
+    env.register(&worker, "L1").await;
+    env.register(&worker, "L2").await;
+    // Another load's outbox already holds the key L1's reply will use (keys are unique across
+    // the outbox): the append of the reply fails with DuplicateActionKey.
+    let key = "L1/evt:sms_po/send_sms";
+    let (_, v2) = env.stores.events.read("L2").await.expect("read");
+    let filler = sms("L2", "sms_filler", env.clock.now(), "ok");
+    let decision =
+        load_agent_agent::hero_fallback_record("L2", "sms_filler", "sms", env.clock.now(), None, "x", vec![]);
+    let row = NewOutboxRow {
+        id: key.into(),
+        load_id: "L2".into(),
+        destination: Destination::Sms,
+        action: Action {
+            key: key.into(),
+            ask: None,
+            body: ActionBody::SendSms { to: "drv".into(), body: "x".into() },
+        },
+        load_version: v2 + 2,
+    };
+    env.stores
+        .events
+        .append("L2", &[LogEntry::Event(filler), LogEntry::Decision(decision)], v2, &[row])
+        .await
+        .expect("filler append");
+
+    let (decision, _) = committed(
+        worker.process_one(sms("L1", "sms_po", env.clock.now(), "whats the po# for this one")).await,
+    );
+    assert_eq!(decision.path, DecisionPath::HeroFallback);
+    let actions: Vec<_> = decision.effective_actions().collect();
+    assert_eq!(actions.len(), 1);
+    assert_eq!(actions[0].key, "L1/evt:sms_po/create_hero_task");
+    assert!(matches!(actions[0].body, ActionBody::CreateHeroTask { urgent: true, .. }));
+    let (entries, _) = env.stores.events.read("L1").await.expect("read");
+    assert!(entries.iter().any(|e| e.entry_id() == "sms_po"), "the inbound event is never lost");
+}
+
+#[tokio::test]
+async fn an_event_for_an_unknown_load_is_invalid() {
+    let env = Env::new().await;
+    let outcome = env.worker().process_one(sms("nope", "sms_1", env.clock.now(), "ok")).await;
+    assert!(matches!(outcome, RunOutcome::Invalid(_)), "{outcome:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Relay
+
+/// Registers L1 and decides a late-risk ping: an SMS and a set_timer in the outbox.
+async fn ping_committed(env: &Env) -> load_agent_domain::DecisionRecord {
+    let worker = env.worker();
+    env.register(&worker, "L1").await;
+    committed(worker.process_one(ping_high("L1", "ping_1", env.clock.now())).await).0
+}
+
+#[test]
+fn backoff_is_capped_exponential_and_the_budget_spares_the_first_retry() {
+    let p = RetryPolicy::default();
+    let secs: Vec<u64> = (1..=7).map(|n| p.backoff(n).as_secs()).collect();
+    assert_eq!(secs, [5, 10, 20, 40, 60, 60, 60]);
+    let first = t("2026-03-02T13:00:00Z");
+    // The first retry is allowed even when it lands after the budget.
+    let late = first + Duration::seconds(400);
+    assert_eq!(p.next_attempt(1, first, late), NextAttempt::RetryAt(late + Duration::seconds(5)));
+    // Later retries must land within 150 s of the first attempt.
+    let at = first + Duration::seconds(100);
+    assert_eq!(p.next_attempt(3, first, at), NextAttempt::RetryAt(at + Duration::seconds(20)));
+    assert_eq!(p.next_attempt(3, first, first + Duration::seconds(131)), NextAttempt::Dead);
+}
+
+#[tokio::test]
+async fn delivered_rows_are_marked_and_publish_a_delivered_outcome_and_timers_go_to_the_timer_store() {
+    let env = Env::new().await;
+    let decision = ping_committed(&env).await;
+    let report = env.relay().relay_once(env.clock.now()).await.expect("relay");
+    assert_eq!((report.claimed, report.delivered, report.timers_applied), (2, 2, 1));
+    let sms_key = &decision.actions[0].key;
+    let published = env.drain().await;
+    let ids: Vec<_> = published.iter().map(|e| e.event_id.clone()).collect();
+    assert!(ids.contains(&action_outcome_event_id(sms_key, OutcomeStatus::Delivered)), "{ids:?}");
+    assert_eq!(env.fakes.delivered_to(Destination::Sms).len(), 1);
+    let timers = env.stores.timers.timers_for_load("L1").await.expect("timers");
+    assert_eq!(timers.len(), 1);
+    assert_eq!(timers[0].fire_at, env.clock.now() + Duration::minutes(30));
+    // Nothing left to claim.
+    assert_eq!(env.relay().relay_once(env.clock.now()).await.expect("relay").claimed, 0);
+}
+
+#[tokio::test]
+async fn a_retryable_failure_backs_off_then_a_spent_budget_kills_the_row() {
+    let env = Env::new().await;
+    ping_committed(&env).await;
+    env.fakes.add_fault(FaultRule { action: Some(ActionKind::SendSms), to: None, fail: FailMode::Retryable });
+    let relay = env.relay();
+    let t0 = env.clock.now();
+    let r = relay.relay_once(t0).await.expect("relay");
+    assert_eq!((r.retried, r.dead), (1, 0));
+    let rows = env.stores.outbox.rows_for_load("L1").await.expect("rows");
+    let sms_row = rows.iter().find(|r| r.destination == Destination::Sms).expect("sms row");
+    assert_eq!(sms_row.retry_at, Some(t0 + Duration::seconds(5)));
+    // Not due yet.
+    assert_eq!(relay.relay_once(t0 + Duration::seconds(4)).await.expect("relay").claimed, 0);
+    // Second failure at +5 s: retry at +15 s, inside the budget.
+    env.clock.set(t0 + Duration::seconds(5));
+    assert_eq!(relay.relay_once(env.clock.now()).await.expect("relay").retried, 1);
+    // Third failure at +140 s: the next retry would land after +150 s: dead, failed outcome.
+    env.clock.set(t0 + Duration::seconds(140));
+    env.drain().await;
+    let r = relay.relay_once(env.clock.now()).await.expect("relay");
+    assert_eq!(r.dead, 1);
+    assert_eq!(r.ops_alerts, 0, "an external action's failure is the agent's to handle");
+    let published = env.drain().await;
+    assert_eq!(published.len(), 1);
+    assert!(published[0].event_id.starts_with("out:failed_permanent:L1/"));
+}
+
+#[tokio::test]
+async fn a_permanent_failure_publishes_a_failed_outcome_with_what_failed() {
+    let env = Env::new().await;
+    let decision = ping_committed(&env).await;
+    env.fakes.add_fault(FaultRule {
+        action: Some(ActionKind::SendSms),
+        to: Some("drv".into()),
+        fail: FailMode::Permanent,
+    });
+    let r = env.relay().relay_once(env.clock.now()).await.expect("relay");
+    assert_eq!((r.dead, r.delivered), (1, 1));
+    let key = &decision.actions[0].key;
+    let failed = env
+        .drain()
+        .await
+        .into_iter()
+        .find(|e| e.event_id == action_outcome_event_id(key, OutcomeStatus::FailedPermanent))
+        .expect("failed outcome published");
+    match failed.kind {
+        EventKind::ActionOutcome { status, action_kind, contact_id, hero_channel, .. } => {
+            assert_eq!(status, OutcomeStatus::FailedPermanent);
+            assert_eq!(action_kind, ActionKind::SendSms);
+            assert_eq!(contact_id.as_deref(), Some("drv"));
+            assert!(!hero_channel);
+        }
+        other => panic!("not an outcome: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_hero_channel_failure_raises_an_ops_alert_and_no_hero_task() {
+    let env = Env::new().await;
+    let worker = env.worker();
+    env.register(&worker, "L1").await;
+    // A message from an unknown sender: a Hero task.
+    let unknown = event(
+        "L1",
+        "sms_x",
+        env.clock.now(),
+        EventKind::Sms { from: "+19995550000".into(), text: "hi".into() },
+    );
+    committed(worker.process_one(unknown).await);
+    env.fakes.add_fault(FaultRule {
+        action: Some(ActionKind::CreateHeroTask),
+        to: None,
+        fail: FailMode::Permanent,
+    });
+    let relay = env.relay();
+    let r = relay.relay_once(env.clock.now()).await.expect("relay");
+    assert_eq!((r.dead, r.ops_alerts), (1, 1));
+    let alerts = relay.alerts().raised();
+    assert_eq!(alerts.len(), 1);
+    assert_eq!((alerts[0].class, alerts[0].action_kind), ("hero_channel", ActionKind::CreateHeroTask));
+    let outcome = env.drain().await.pop().expect("failed outcome");
+    assert!(matches!(outcome.kind, EventKind::ActionOutcome { hero_channel: true, .. }));
+    let (decision, _) = committed(worker.process_one(outcome).await);
+    assert!(decision.is_noop(), "never another Hero task: {decision:?}");
+    assert_eq!(decision.path, DecisionPath::Filtered);
+}
+
+/// A service that takes 100 s per send (longer than the 90 s lease), moving the fake clock.
+#[derive(Debug)]
+struct SlowService {
+    clock: FakeClock,
+    sends: AtomicUsize,
+}
+
+#[async_trait]
+impl Destinations for SlowService {
+    async fn send(&self, _: Destination, command: &ActionCommand) -> Result<Receipt, DeliveryError> {
+        self.sends.fetch_add(1, Ordering::SeqCst);
+        self.clock.advance(Duration::seconds(100));
+        Ok(Receipt { id: command.idempotency_key.clone() })
+    }
+}
+
+#[tokio::test]
+async fn the_claim_is_re_checked_right_before_each_send() {
+    let env = Env::new().await;
+    let worker = env.worker();
+    env.register(&worker, "L1").await;
+    // Two messages: two SMS rows of the same load would be handed out one at a time, so use an
+    // SMS and a TMS note (one decision: a problem report).
+    committed(worker.process_one(sms("L1", "sms_1", env.clock.now(), "truck broke down on I-80")).await);
+    let slow = Arc::new(SlowService { clock: env.clock.clone(), sends: AtomicUsize::new(0) });
+    let relay = env.relay_to(slow.clone());
+    let r = relay.relay_once(env.clock.now()).await.expect("relay");
+    assert_eq!(r.claimed, 2);
+    assert_eq!(slow.sends.load(Ordering::SeqCst), 1, "the second row's lease expired during the first send");
+    assert!(r.stale >= 1, "{r:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timer pump
+
+#[tokio::test]
+async fn the_pump_publishes_due_timers_once_with_their_deterministic_event_id() {
+    let env = Env::new().await;
+    let fire_at = t("2026-03-02T13:30:00Z");
+    let timer = TimerRow {
+        timer_id: "tmr:L1:ask:eta_request:p:1".into(),
+        load_id: "L1".into(),
+        ask_id: "ask:eta_request:p".into(),
+        attempt: 1,
+        fire_at,
+    };
+    env.stores.timers.schedule(&timer).await.expect("schedule");
+    let pump = env.pump();
+    assert_eq!(pump.pump_once(fire_at - Duration::seconds(1)).await.expect("pump").fired, 0);
+    assert_eq!(pump.pump_once(fire_at).await.expect("pump").fired, 1);
+    let published = env.drain().await;
+    assert_eq!(published.len(), 1);
+    assert_eq!(published[0].event_id, timer_fired_event_id(&timer.timer_id));
+    assert!(matches!(
+        &published[0].kind,
+        EventKind::TimerFired { ask_id, attempt: 1, .. } if ask_id == "ask:eta_request:p"
+    ));
+    assert_eq!(pump.pump_once(fire_at + Duration::minutes(5)).await.expect("pump").fired, 0, "marked fired");
+}
+
+#[tokio::test]
+async fn a_cancelled_timer_never_fires() {
+    let env = Env::new().await;
+    let fire_at = t("2026-03-02T13:30:00Z");
+    let timer = TimerRow {
+        timer_id: "tmr:L1:a:1".into(),
+        load_id: "L1".into(),
+        ask_id: "a".into(),
+        attempt: 1,
+        fire_at,
+    };
+    env.stores.timers.schedule(&timer).await.expect("schedule");
+    env.stores.timers.cancel(&timer.timer_id, fire_at - Duration::minutes(1)).await.expect("cancel");
+    assert_eq!(env.pump().pump_once(fire_at).await.expect("pump").fired, 0);
+}
+
+#[tokio::test]
+async fn a_full_queue_leaves_the_timer_scheduled_for_the_next_pass() {
+    let env = Env::new().await;
+    let full: Arc<InProcessQueue> = Arc::new(InProcessQueue::new(1));
+    full.publish(sms("X", "blocker", env.clock.now(), "ok")).await.expect("room");
+    let fire_at = t("2026-03-02T13:30:00Z");
+    let timer = TimerRow {
+        timer_id: "tmr:L1:a:1".into(),
+        load_id: "L1".into(),
+        ask_id: "a".into(),
+        attempt: 1,
+        fire_at,
+    };
+    env.stores.timers.schedule(&timer).await.expect("schedule");
+    let dyn_full: Arc<dyn LoadQueue> = full.clone();
+    let pump = TimerPump::new(env.stores.timers.clone(), dyn_full, Arc::new(env.clock.clone()));
+    let r = pump.pump_once(fire_at).await.expect("pump");
+    assert_eq!((r.fired, r.publish_failures), (0, 1));
+    let d = full.try_receive().await.expect("blocker");
+    full.ack(&d).await;
+    assert_eq!(pump.pump_once(fire_at).await.expect("pump").fired, 1);
+}
