@@ -359,3 +359,89 @@ pub(crate) fn stop_kind(s: &str) -> Option<StopKind> {
         _ => None,
     }
 }
+
+/// The JSON schema of a compiled SOP spec (format v1), given to the model that compiles an SOP
+/// written in plain English (`load-agent sop compile`). The result is still checked by
+/// [`SopSpec::validate`], which knows the templates.
+pub fn spec_json_schema() -> serde_json::Value {
+    let role = serde_json::json!({"type": "string", "enum": ["driver", "carrier_dispatcher", "broker", "shipper", "receiver"]});
+    let escalation = serde_json::json!({
+        "type": "object",
+        "required": ["action", "template"],
+        "properties": {
+            "action": {"type": "string", "enum": ["send_email", "send_sms", "create_hero_task", "post_slack"]},
+            "role": role, "thread": {"type": "string", "enum": ["main", "new"]},
+            "urgent": {"type": "boolean"}, "template": {"type": "string"}
+        },
+        "additionalProperties": false
+    });
+    serde_json::json!({
+        "type": "object",
+        "required": ["id", "version", "asks"],
+        "properties": {
+            "id": {"type": "string"},
+            "version": {"type": "integer", "minimum": 1},
+            "description": {"type": "string"},
+            "forbidden_roles": {"type": "array", "items": role},
+            "asks": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "required": ["on", "target", "question", "max_attempts", "retry_after_minutes"],
+                    "properties": {
+                        "on": {
+                            "type": "object",
+                            "required": ["trigger"],
+                            "properties": {
+                                "trigger": {"type": "string", "enum": ["delay_risk_changed", "stage_entered"]},
+                                "to": {"type": "string", "enum": ["low", "medium", "high"]},
+                                "stage": {"type": "string", "enum": ["to_pickup", "at_pickup", "to_delivery", "at_delivery", "delivered"]},
+                                "after_departing": {"type": "string", "enum": ["pickup", "delivery"]},
+                                "requires_reefer": {"type": "boolean"}
+                            },
+                            "additionalProperties": false
+                        },
+                        "target": {
+                            "type": "object", "required": ["role", "channel"],
+                            "properties": {"role": role, "channel": {"type": "string", "enum": ["sms", "email"]}},
+                            "additionalProperties": false
+                        },
+                        "question": {"type": "string"},
+                        "followup": {"type": "string"},
+                        "max_attempts": {"type": "integer", "minimum": 1, "maximum": 10},
+                        "retry_after_minutes": {"type": "integer", "minimum": 1, "maximum": 1440},
+                        "escalation": {"type": "array", "items": escalation}
+                    },
+                    "additionalProperties": false
+                }
+            },
+            "reefer_out_of_range": {
+                "type": "object",
+                "required": ["hero_task"],
+                "properties": {
+                    "hero_task": {"type": "object", "required": ["urgent", "template"],
+                        "properties": {"urgent": {"type": "boolean"}, "template": {"type": "string"}}, "additionalProperties": false},
+                    "post_slack_to_broker": {"type": "object", "required": ["template"],
+                        "properties": {"template": {"type": "string"}}, "additionalProperties": false}
+                },
+                "additionalProperties": false
+            }
+        },
+        "additionalProperties": false
+    })
+}
+
+/// Checks a spec produced by a model (JSON) and renders it as the YAML a person reviews.
+pub fn spec_from_json(file: &str, spec: serde_json::Value, templates: &Templates) -> Result<(Sop, String), SopError> {
+    let parsed: SopSpec = serde_json::from_value(spec.clone()).map_err(|e| {
+        let (field, problem) = split_yaml_error(&e.to_string());
+        SopError { file: file.into(), field, problem }
+    })?;
+    let sop = parsed.validate(file, templates)?;
+    let yaml = serde_yaml::to_string(&spec).map_err(|e| SopError {
+        file: file.into(),
+        field: "(document)".into(),
+        problem: e.to_string(),
+    })?;
+    Ok((sop, yaml))
+}

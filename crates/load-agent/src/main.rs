@@ -78,7 +78,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Triage(c) => commands::triage::run(c),
-        Command::Sop(c) => commands::sop::run(c),
+        Command::Sop(c) => commands::sop::run(c, || load_settings(cli.config.as_deref())),
         Command::Eval(a) => commands::eval::run(a),
         Command::Serve => with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::All)),
         Command::Worker => with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::Worker)),

@@ -4,5 +4,6 @@ pub mod eval;
 pub mod production;
 pub mod serve;
 pub mod sop;
+pub mod sop_compile;
 pub mod store_cmds;
 pub mod triage;
