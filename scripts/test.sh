@@ -37,8 +37,8 @@ pg_isready -h 127.0.0.1 -p 5432 || { echo "PostgreSQL is not reachable on 127.0.
 
 # --- the domain crate stays pure ------------------------------------------------------------
 log "checking that load-agent-domain depends on no IO crate"
-forbidden=$(cargo tree -p load-agent-domain -e normal --prefix none --locked 2>/dev/null \
-  | grep -E '^(tokio|sqlx|sqlx-core|rdkafka|apache-avro|reqwest|hyper|schema_registry_converter) ' || true)
+tree=$(cargo tree -p load-agent-domain -e normal --prefix none --locked)
+forbidden=$(echo "$tree" | grep -E '^(tokio|sqlx|sqlx-core|rdkafka|rdkafka-sys|apache-avro|reqwest|hyper|schema_registry_converter) ' || true)
 if [ -n "$forbidden" ]; then
   echo "load-agent-domain must not depend on IO crates, found:" >&2
   echo "$forbidden" >&2
@@ -49,8 +49,26 @@ fi
 log "checking deploy/, docker-compose.kafka.yml and the Dockerfile"
 ./scripts/check-deploy.sh
 
+# --- Kafka-protocol broker (Nisshi, ../shared/guides/kafka-broker.md) -----------------------
+if [ -z "${KAFKA_BROKERS:-}" ]; then
+  log "starting the test Kafka broker"
+  kafka_port=$("$root/scripts/kafka-broker.sh" start)
+  trap '"$root/scripts/kafka-broker.sh" stop' EXIT
+  export KAFKA_BROKERS="127.0.0.1:$kafka_port"
+fi
+echo "KAFKA_BROKERS=$KAFKA_BROKERS"
+
 # --- tests -----------------------------------------------------------------------------------
 log "cargo test"
-cargo test --workspace --locked
+cargo test --workspace --all-features --locked
+
+log "scenario evals through the CLI: SQLite, then Postgres"
+cargo run -q --locked --all-features -p load-agent -- eval --report target/eval-sqlite.json
+cargo run -q --locked --all-features -p load-agent -- eval --database-url "$DATABASE_URL" --report target/eval-postgres.json
+
+log "recorded dumps replay to their golden decisions"
+for golden in evals/dumps/*.golden.jsonl; do
+  cargo run -q --locked --all-features -p load-agent -- replay "${golden%.golden.jsonl}.jsonl" --golden "$golden"
+done
 
 log "all tests passed"

@@ -127,6 +127,10 @@ pub struct KafkaSettings {
     pub ssl_ca_location: String,
     /// Records in flight per consumer (backpressure bound).
     pub max_in_flight: usize,
+    /// Create missing topics at start (development and tests; production creates them ahead).
+    pub create_topics: bool,
+    /// Partitions of topics created with `create_topics`.
+    pub partitions: i32,
 }
 
 impl Default for KafkaSettings {
@@ -144,6 +148,8 @@ impl Default for KafkaSettings {
             sasl_password: Secret::default(),
             ssl_ca_location: String::new(),
             max_in_flight: 1000,
+            create_topics: false,
+            partitions: 12,
         }
     }
 }
@@ -283,8 +289,9 @@ pub struct RelaySettings {
     pub retry_budget_secs: u64,
     pub backoff_base_ms: u64,
     pub backoff_max_secs: u64,
-    /// At most this many SMS per contact per hour; an action over it waits in the outbox.
-    pub sms_per_contact_per_hour: u32,
+    /// Per-contact send limits, `dest=N/PERIOD[,...]` (e.g. `sms=6/1h`); an action over the
+    /// limit waits in the outbox (never dropped, no retry budget spent).
+    pub send_limits: String,
 }
 
 impl Default for RelaySettings {
@@ -296,7 +303,7 @@ impl Default for RelaySettings {
             retry_budget_secs: 150,
             backoff_base_ms: 5000,
             backoff_max_secs: 60,
-            sms_per_contact_per_hour: 6,
+            send_limits: "sms=6/1h".into(),
         }
     }
 }
@@ -475,8 +482,9 @@ impl Settings {
         if self.relay.lease_secs < 10 {
             return Err(bad("relay.lease_secs", "must be at least 10"));
         }
-        if self.relay.sms_per_contact_per_hour == 0 {
-            return Err(bad("relay.sms_per_contact_per_hour", "must be at least 1"));
+        load_agent_kafka::SendLimits::parse(&self.relay.send_limits).map_err(|e| bad("relay.send_limits", e))?;
+        if self.kafka.partitions <= 0 {
+            return Err(bad("kafka.partitions", "must be at least 1"));
         }
         if !["text", "json"].contains(&self.log.format.as_str()) {
             return Err(bad("log.format", "text or json"));
@@ -490,6 +498,22 @@ impl Settings {
     /// Production mode: Kafka in and out, Postgres. Otherwise the embedded default.
     pub fn production(&self) -> bool {
         !self.kafka.brokers.trim().is_empty()
+    }
+
+    /// librdkafka security properties from the `kafka.*` settings.
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    pub fn kafka_client_overrides(&self) -> Vec<(String, String)> {
+        let k = &self.kafka;
+        let mut o = vec![("security.protocol".to_string(), k.security_protocol.to_ascii_lowercase())];
+        if k.security_protocol.starts_with("SASL") {
+            o.push(("sasl.mechanisms".into(), k.sasl_mechanism.clone()));
+            o.push(("sasl.username".into(), k.sasl_username.clone()));
+            o.push(("sasl.password".into(), k.sasl_password.expose().to_string()));
+        }
+        if !k.ssl_ca_location.is_empty() {
+            o.push(("ssl.ca.location".into(), k.ssl_ca_location.clone()));
+        }
+        o
     }
 
     /// The effective configuration with secrets masked, as TOML.

@@ -26,6 +26,14 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The main job on the embedded default: replays a bundled sample of recorded traffic through
+    /// the consumer code, worker, relay and timer pump on SQLite and shows what the agent decided.
+    Demo(commands::replay::DemoArgs),
+    /// Replays a topic dump through the consumer code against a fresh store (topics.md).
+    Replay(commands::replay::ReplayArgs),
+    /// Records a topic from Kafka as a dump (topics.md).
+    #[cfg(feature = "kafka")]
+    Dump(commands::replay::DumpArgs),
     /// Runs the worker, relay and timer pump together. With no configuration: SQLite, the
     /// in-process queue, fake delivery services and `POST /events` on 127.0.0.1:8080.
     Serve,
@@ -86,6 +94,10 @@ fn main() -> ExitCode {
         Command::TimerPump => {
             with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::TimerPump))
         }
+        Command::Demo(a) => commands::replay::run_demo(a),
+        Command::Replay(a) => commands::replay::run_replay(a),
+        #[cfg(feature = "kafka")]
+        Command::Dump(a) => with_settings(cli.config.as_deref(), |s| commands::replay::run_dump(s, a)),
         Command::Migrate => with_settings(cli.config.as_deref(), commands::store_cmds::run_migrate),
         Command::Cost(a) => with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_cost(s, a)),
         Command::Inspect(a) => with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_inspect(s, a)),

@@ -140,8 +140,19 @@ pub fn render(view: &LoadView<'_>) -> String {
         view.version,
         if view.version < view.latest_version { format!(" of {}", view.latest_version) } else { String::new() }
     );
+    // Delivered outcomes show as the action's status; their events and filtered decisions are
+    // left out of the text (the JSON view keeps every entry).
+    let mut skip_decision = false;
+    let mut delivered = 0usize;
     for entry in view.entries {
         match entry {
+            LogEntry::Event(e)
+                if matches!(e.kind, EventKind::ActionOutcome { status: load_agent_domain::OutcomeStatus::Delivered, .. }) =>
+            {
+                delivered += 1;
+                skip_decision = true;
+            }
+            LogEntry::Decision(_) if skip_decision => skip_decision = false,
             LogEntry::Event(e) => {
                 let _ = writeln!(out, "  {}  {}", short_time(e.occurred_at), describe_event(&e.kind));
             }
@@ -174,6 +185,9 @@ pub fn render(view: &LoadView<'_>) -> String {
                 }
             }
         }
+    }
+    if delivered > 0 {
+        let _ = writeln!(out, "  ({delivered} delivered outcomes not shown)");
     }
     let _ = writeln!(
         out,

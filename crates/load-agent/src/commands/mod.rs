@@ -2,6 +2,7 @@
 
 pub mod eval;
 pub mod production;
+pub mod replay;
 pub mod serve;
 pub mod sop;
 pub mod sop_compile;

@@ -1,9 +1,175 @@
-//! Production mode (Kafka in and out, Postgres), wired when the binary is built with Kafka.
+//! Production mode: Kafka in and out, Postgres (built with the `kafka` feature).
 
 use crate::commands::serve::Role;
 use crate::config::Settings;
 
+#[cfg(not(feature = "kafka"))]
 pub async fn run(_settings: &Settings, role: Role) -> u8 {
-    eprintln!("load-agent {role:?}: production mode (kafka.brokers) is not available in this build");
+    eprintln!(
+        "load-agent {role:?}: kafka.brokers is set (production mode) but this build has no Kafka support; \
+         build with `cargo build --release -p load-agent --features kafka`"
+    );
     2
+}
+
+#[cfg(feature = "kafka")]
+pub async fn run(settings: &Settings, role: Role) -> u8 {
+    imp::run(settings, role).await
+}
+
+#[cfg(feature = "kafka")]
+mod imp {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use load_agent_agent::Agent;
+    use load_agent_kafka::{
+        CacheConfig, ConsumerConfig, KafkaConfig, SendLimits, consume, ensure_topics, kafka_relay, kafka_timer_pump,
+        record_processor,
+    };
+    use load_agent_runtime::{Clock, SystemClock, shutdown_channel};
+    use tracing::{error, info, warn};
+
+    use super::Role;
+    use crate::commands::serve::{runtime_config, wait_for_signal};
+    use crate::commands::store_cmds::open;
+    use crate::config::Settings;
+    use crate::http::{HttpState, router};
+    use crate::telemetry;
+
+    pub fn kafka_config(settings: &Settings) -> KafkaConfig {
+        let k = &settings.kafka;
+        let mut c = KafkaConfig::new(k.brokers.clone());
+        c.events_topic = k.events_topic.clone();
+        c.dlq_topic = k.dlq_topic.clone();
+        c.actions_topic_prefix = k.actions_topic_prefix.clone();
+        c.group_id = k.group_id.clone();
+        c.client_overrides = settings.kafka_client_overrides();
+        c
+    }
+
+    pub async fn run(settings: &Settings, role: Role) -> u8 {
+        let metrics = match telemetry::init_metrics() {
+            Ok(h) => h,
+            Err(e) => {
+                eprintln!("load-agent: {e}");
+                return 1;
+            }
+        };
+        let stores = match open(settings).await {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        let kafka = kafka_config(settings);
+        if settings.kafka.create_topics
+            && let Err(e) = ensure_topics(&kafka, &kafka.all_topics(), settings.kafka.partitions, 1).await
+        {
+            eprintln!("load-agent: creating topics on {}: {e}", kafka.brokers);
+            return 1;
+        }
+        let agent = match Agent::embedded() {
+            Ok(a) => Arc::new(a),
+            Err(e) => {
+                eprintln!("load-agent: SOPs: {e}");
+                return 2;
+            }
+        };
+        let llm = match settings.llm.client() {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("load-agent: {e}");
+                return 2;
+            }
+        };
+        let limits = match SendLimits::parse(&settings.relay.send_limits) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("load-agent: relay.send_limits: {e}");
+                return 2;
+            }
+        };
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let rc = runtime_config(settings);
+        let (trigger, shutdown) = shutdown_channel();
+        let mut tasks = tokio::task::JoinSet::new();
+        if matches!(role, Role::All | Role::Worker) {
+            let cache = CacheConfig {
+                max_capacity: settings.worker.cache_capacity,
+                time_to_idle: Duration::from_secs(settings.worker.cache_idle_secs),
+                ..CacheConfig::default()
+            };
+            let (processor, _cache) = record_processor(&stores, agent.clone(), llm.clone(), clock.clone(), rc.worker, cache);
+            let consumer = ConsumerConfig {
+                max_buffered_per_partition: settings.kafka.max_in_flight,
+                max_concurrent_runs: settings.worker.concurrency,
+                drain_timeout: Duration::from_secs(settings.shutdown.grace_secs.saturating_sub(5).max(1)),
+                ..ConsumerConfig::default()
+            };
+            let (k, s) = (kafka.clone(), shutdown.clone());
+            tasks.spawn(async move {
+                match consume(&k, consumer, processor, s).await {
+                    Ok(report) => info!(?report, "consumer stopped"),
+                    Err(e) => error!(error = %e, "consumer failed"),
+                }
+            });
+        }
+        if matches!(role, Role::All | Role::Relay) {
+            match kafka_relay(&stores, &kafka, &limits, clock.clone(), rc.relay) {
+                Ok(relay) => {
+                    tasks.spawn(Arc::new(relay).run(shutdown.clone()));
+                }
+                Err(e) => {
+                    eprintln!("load-agent: relay producer: {e}");
+                    return 1;
+                }
+            }
+        }
+        if matches!(role, Role::All | Role::TimerPump) {
+            match kafka_timer_pump(&stores, &kafka, clock.clone(), rc.pump) {
+                Ok(pump) => {
+                    tasks.spawn(Arc::new(pump).run(shutdown.clone()));
+                }
+                Err(e) => {
+                    eprintln!("load-agent: timer pump producer: {e}");
+                    return 1;
+                }
+            }
+        }
+        tasks.spawn(telemetry::sample_store_gauges(stores.clone(), Duration::from_secs(10), shutdown.clone()));
+        let ready = Arc::new(AtomicBool::new(true));
+        let token = Some(settings.http.token.expose().to_string()).filter(|t| !t.is_empty());
+        let state = HttpState { stores, metrics, publish: None, token, ready: ready.clone() };
+        let listener = match tokio::net::TcpListener::bind(&settings.http.addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("load-agent: http.addr {}: {e}", settings.http.addr);
+                return 1;
+            }
+        };
+        info!(?role, brokers = %kafka.brokers, database = %settings.database.url.masked(), "load-agent serving (production mode)");
+        let mut http_shutdown = shutdown.clone();
+        let http = tokio::spawn(async move {
+            let server =
+                axum::serve(listener, router(state)).with_graceful_shutdown(async move { http_shutdown.recv().await });
+            if let Err(e) = server.await {
+                error!(error = %e, "http server failed");
+            }
+        });
+        wait_for_signal().await;
+        ready.store(false, Ordering::Relaxed);
+        info!("shutting down: draining in-flight records, storing offsets, releasing claims");
+        trigger.shutdown();
+        let drained = tokio::time::timeout(Duration::from_secs(settings.shutdown.grace_secs), async {
+            while tasks.join_next().await.is_some() {}
+            let _ = http.await;
+        })
+        .await;
+        if drained.is_err() {
+            warn!("grace period passed with work still running; exiting");
+            return 1;
+        }
+        info!("stopped");
+        0
+    }
 }

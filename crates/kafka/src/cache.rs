@@ -1,0 +1,194 @@
+//! [`SnapshotCache`]: a moka cache of projected `LoadState` snapshots keyed by `load_id`, the
+//! worker's [`SnapshotSource`] in production.
+//!
+//! - A hit reads only the entries after the cached version (`read_since`) and applies them; a
+//!   miss reads the whole log and projects it.
+//! - After a commit the cache holds the state with the appended entries applied (no read back).
+//! - A version conflict invalidates the load's entry.
+//! - Bounded: at most `max_capacity` snapshots (or total log entries, with
+//!   [`CacheWeigher::LogEntries`]); a snapshot idle for `time_to_idle` is dropped.
+//! - Metrics: `load_agent_cache_hits_total`, `load_agent_cache_misses_total`,
+//!   `load_agent_cache_invalidations_total`; [`SnapshotCache::stats`] for the hit rate.
+//!
+//! The cache is an optimization only: the version check of every append is what keeps a stale
+//! snapshot from committing.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use load_agent_domain::{LoadState, LogEntry};
+use load_agent_runtime::{LogProjection, SnapshotSource};
+use load_agent_store::{EventStore, StoreError};
+use moka::future::Cache;
+use tracing::warn;
+
+/// What `max_capacity` counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CacheWeigher {
+    /// Snapshots: at most `max_capacity` loads.
+    #[default]
+    Snapshots,
+    /// Log entries behind the snapshots (their versions): big logs weigh more.
+    LogEntries,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheConfig {
+    pub max_capacity: u64,
+    /// A snapshot not read or written for this long is dropped.
+    pub time_to_idle: Duration,
+    pub weigher: CacheWeigher,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            max_capacity: 50_000,
+            time_to_idle: Duration::from_secs(30 * 60),
+            weigher: CacheWeigher::Snapshots,
+        }
+    }
+}
+
+/// Hits, misses and invalidations since the cache was built.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub invalidations: u64,
+}
+
+impl CacheStats {
+    /// Hits over lookups, 0 when there was none.
+    pub fn hit_rate(&self) -> f64 {
+        let lookups = self.hits + self.misses;
+        if lookups == 0 { 0.0 } else { self.hits as f64 / lookups as f64 }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    invalidations: AtomicU64,
+}
+
+/// The snapshot cache.
+#[derive(Clone)]
+pub struct SnapshotCache {
+    events: Arc<dyn EventStore>,
+    /// A miss reads and projects the whole log.
+    projection: LogProjection,
+    cache: Cache<String, Arc<LoadState>>,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for SnapshotCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotCache").field("entries", &self.cache.entry_count()).finish_non_exhaustive()
+    }
+}
+
+impl SnapshotCache {
+    pub fn new(events: Arc<dyn EventStore>, config: CacheConfig) -> Self {
+        let builder = Cache::builder().max_capacity(config.max_capacity).time_to_idle(config.time_to_idle);
+        let cache = match config.weigher {
+            CacheWeigher::Snapshots => builder.build(),
+            CacheWeigher::LogEntries => builder
+                .weigher(|_: &String, state: &Arc<LoadState>| {
+                    u32::try_from(state.version.max(1)).unwrap_or(u32::MAX)
+                })
+                .build(),
+        };
+        SnapshotCache {
+            projection: LogProjection::new(events.clone()),
+            events,
+            cache,
+            counters: Arc::new(Counters::default()),
+        }
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.counters.hits.load(Ordering::Relaxed),
+            misses: self.counters.misses.load(Ordering::Relaxed),
+            invalidations: self.counters.invalidations.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Snapshots held now (moka counts lazily; for tests and gauges).
+    pub async fn len(&self) -> u64 {
+        self.cache.run_pending_tasks().await;
+        self.cache.entry_count()
+    }
+
+    pub async fn is_empty(&self) -> bool {
+        self.len().await == 0
+    }
+
+    /// The cached snapshot of a load, without reading the store.
+    pub async fn cached(&self, load_id: &str) -> Option<Arc<LoadState>> {
+        self.cache.get(load_id).await
+    }
+
+    async fn keep(&self, state: &LoadState) {
+        // An unknown load (nothing logged) is not worth a slot: junk keys would evict real loads.
+        if state.version > 0 {
+            self.cache.insert(state.load_id.clone(), Arc::new(state.clone())).await;
+        }
+    }
+
+    fn count(&self, counter: &AtomicU64, metric: &'static str) {
+        counter.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(metric).increment(1);
+    }
+}
+
+#[async_trait]
+impl SnapshotSource for SnapshotCache {
+    async fn snapshot(&self, load_id: &str) -> Result<LoadState, StoreError> {
+        if let Some(cached) = self.cache.get(load_id).await {
+            self.count(&self.counters.hits, "load_agent_cache_hits_total");
+            let (entries, version) = self.events.read_since(load_id, cached.version).await?;
+            if entries.is_empty() && version == cached.version {
+                return Ok((*cached).clone());
+            }
+            let mut state = (*cached).clone();
+            state.apply_all(&entries);
+            if state.version == version {
+                self.keep(&state).await;
+                return Ok(state);
+            }
+            // The suffix does not line up with the snapshot: start over from the log.
+            warn!(
+                load_id,
+                cached = cached.version,
+                log = version,
+                "cached snapshot out of line with the log: reprojecting"
+            );
+            self.invalidate(load_id).await;
+        } else {
+            self.count(&self.counters.misses, "load_agent_cache_misses_total");
+        }
+        let state = self.projection.snapshot(load_id).await?;
+        self.keep(&state).await;
+        Ok(state)
+    }
+
+    async fn committed(&self, before: &LoadState, entries: &[LogEntry], new_version: u64) {
+        let mut state = before.clone();
+        state.apply_all(entries);
+        if state.version == new_version {
+            self.keep(&state).await;
+        } else {
+            self.invalidate(&before.load_id).await;
+        }
+    }
+
+    async fn invalidate(&self, load_id: &str) {
+        self.count(&self.counters.invalidations, "load_agent_cache_invalidations_total");
+        self.cache.invalidate(load_id).await;
+    }
+}

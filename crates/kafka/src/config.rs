@@ -1,0 +1,159 @@
+//! Where the topics are and how the clients are configured (topics.md: names are defaults,
+//! every one is configurable).
+
+use std::time::Duration;
+
+use load_agent_domain::Destination;
+#[cfg(feature = "broker")]
+use rdkafka::ClientConfig;
+
+/// The inbound topic.
+pub const EVENTS_TOPIC: &str = "load-agent.events";
+/// The dead-letter topic of the inbound topic.
+pub const DLQ_TOPIC: &str = "load-agent.events.dlq";
+/// Action topics are `<prefix>.<service>`.
+pub const ACTIONS_TOPIC_PREFIX: &str = "load-agent.actions";
+/// The consumer group of the load workers.
+pub const GROUP_ID: &str = "load-agent";
+
+/// The destinations that have an action topic (every one but `timer`, which never leaves the
+/// agent).
+pub const ACTION_DESTINATIONS: [Destination; 6] = [
+    Destination::Sms,
+    Destination::Email,
+    Destination::Slack,
+    Destination::Tms,
+    Destination::Hero,
+    Destination::LoadStatus,
+];
+
+/// Brokers, topic names and client settings shared by the consumer and the producers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaConfig {
+    /// `bootstrap.servers`: `host:port[,host:port...]`.
+    pub brokers: String,
+    pub events_topic: String,
+    pub dlq_topic: String,
+    pub actions_topic_prefix: String,
+    pub group_id: String,
+    /// How long a produce waits for the broker's acknowledgement (`message.timeout.ms`).
+    pub send_timeout: Duration,
+    /// Extra librdkafka properties applied last, to every client (e.g. security settings).
+    pub client_overrides: Vec<(String, String)>,
+}
+
+impl KafkaConfig {
+    /// The defaults of topics.md with these brokers.
+    pub fn new(brokers: impl Into<String>) -> Self {
+        KafkaConfig {
+            brokers: brokers.into(),
+            events_topic: EVENTS_TOPIC.into(),
+            dlq_topic: DLQ_TOPIC.into(),
+            actions_topic_prefix: ACTIONS_TOPIC_PREFIX.into(),
+            group_id: GROUP_ID.into(),
+            send_timeout: Duration::from_secs(30),
+            client_overrides: Vec::new(),
+        }
+    }
+
+    /// `load-agent.actions.<service>`.
+    pub fn actions_topic(&self, destination: Destination) -> String {
+        format!("{}.{}", self.actions_topic_prefix, destination.as_str())
+    }
+
+    /// The inbound topic, its DLQ and every action topic: what a deployment must create.
+    pub fn all_topics(&self) -> Vec<String> {
+        let mut topics = vec![self.events_topic.clone(), self.dlq_topic.clone()];
+        topics.extend(ACTION_DESTINATIONS.iter().map(|d| self.actions_topic(*d)));
+        topics
+    }
+
+}
+
+#[cfg(feature = "broker")]
+impl KafkaConfig {
+    fn base(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.brokers);
+        c
+    }
+
+    fn with_overrides(&self, mut c: ClientConfig) -> ClientConfig {
+        for (k, v) in &self.client_overrides {
+            c.set(k, v);
+        }
+        c
+    }
+
+    /// An idempotent producer: `enable.idempotence` (hence `acks=all` and ordered retries per
+    /// partition), keys on the same partitions as Java clients (`murmur2_random`).
+    pub fn producer_config(&self) -> ClientConfig {
+        let mut c = self.base();
+        c.set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("partitioner", "murmur2_random")
+            .set("linger.ms", "5")
+            .set("message.timeout.ms", self.send_timeout.as_millis().to_string());
+        self.with_overrides(c)
+    }
+
+    /// The load workers' consumer: one group, offsets stored by the application only after a
+    /// record is done (`enable.auto.offset.store=false`) and committed by the auto-commit timer
+    /// and explicitly on revocation and shutdown.
+    pub fn consumer_config(&self) -> ClientConfig {
+        let mut c = self.base();
+        c.set("group.id", &self.group_id)
+            .set("enable.auto.commit", "true")
+            .set("auto.commit.interval.ms", "1000")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("enable.partition.eof", "false")
+            // Bounds what librdkafka prefetches per partition; the consumer bounds the rest.
+            .set("queued.max.messages.kbytes", "16384");
+        self.with_overrides(c)
+    }
+
+    /// A consumer outside the group's offsets (dumps): it never commits.
+    pub fn reader_config(&self, group_id: &str) -> ClientConfig {
+        let mut c = self.base();
+        c.set("group.id", group_id)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "false");
+        self.with_overrides(c)
+    }
+
+    pub fn admin_config(&self) -> ClientConfig {
+        self.with_overrides(self.base())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topics_follow_topics_md() {
+        let c = KafkaConfig::new("127.0.0.1:9092");
+        assert_eq!(c.actions_topic(Destination::LoadStatus), "load-agent.actions.load_status");
+        assert_eq!(c.all_topics().len(), 8);
+        assert!(c.all_topics().contains(&"load-agent.events.dlq".to_string()));
+    }
+
+    #[test]
+    fn the_producer_is_idempotent_and_partitions_like_java() {
+        let c = KafkaConfig::new("b:1").producer_config();
+        assert_eq!(c.get("enable.idempotence"), Some("true"));
+        assert_eq!(c.get("acks"), Some("all"));
+        assert_eq!(c.get("partitioner"), Some("murmur2_random"));
+    }
+
+    #[test]
+    fn overrides_apply_last() {
+        let mut k = KafkaConfig::new("b:1");
+        k.client_overrides.push(("auto.commit.interval.ms".into(), "250".into()));
+        let c = k.consumer_config();
+        assert_eq!(c.get("auto.commit.interval.ms"), Some("250"));
+        assert_eq!(c.get("enable.auto.offset.store"), Some("false"));
+    }
+}

@@ -1,0 +1,628 @@
+//! The consumer of `load-agent.events` (consumer group `load-agent`): it fetches records and
+//! hands each, owned, to the unit of work ([`RecordProcessor::process`]); everything else here
+//! is scheduling and offsets.
+//!
+//! - **Order.** Inside a partition, the records of one load (one key) run one at a time in
+//!   offset order, and different loads run concurrently: per partition, a FIFO of waiting records
+//!   per key and at most one running task per key ([`PartitionWork`]). At most
+//!   `max_concurrent_runs` runs are in progress at once (a semaphore).
+//! - **Offsets.** `enable.auto.offset.store=false`: an offset is stored only when its record's
+//!   append committed, was recognized as already processed, or the record is in the DLQ, and
+//!   never past an unfinished record (the stored offset is the lowest unfinished one). The
+//!   auto-commit timer commits stored offsets; revocation and shutdown commit synchronously.
+//! - **Retries.** A run that gives its record back (conflicts exhausted, store down) is retried
+//!   in place with a capped backoff, so its load's later records wait behind it and the
+//!   partition's offset does not pass it; other loads go on.
+//! - **Rebalance.** On revocation, the revoked partitions' waiting records are dropped (the new
+//!   owner gets them again from the committed offset), their running records are drained for at
+//!   most `drain_timeout`, then their offsets are stored and committed before the partitions
+//!   are released. A run still going after the timeout is abandoned: its offset is not
+//!   committed, so the new owner runs it again and the event store recognizes the duplicate.
+//! - **Backpressure.** A partition holding `max_buffered_per_partition` records (waiting or
+//!   running) is paused and resumed below half of that; the consumer keeps polling (group
+//!   membership and rebalances go on), so memory stays bounded by partitions × the bound plus
+//!   librdkafka's prefetch (`queued.max.messages.kbytes`).
+//!
+//! The rebalance callback runs inside the consumer's poll and waits for runs on other worker
+//! threads, so `consume` needs a multi-threaded tokio runtime to drain; on a current-thread
+//! runtime it cannot wait and relies on redelivery.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use load_agent_runtime::Shutdown;
+use rdkafka::client::ClientContext;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::error::{KafkaError, KafkaResult};
+use rdkafka::{Offset, TopicPartitionList};
+use tokio::sync::{Notify, Semaphore};
+use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use crate::config::KafkaConfig;
+use crate::partition::PartitionWork;
+use crate::process::{RecordOutcome, RecordProcessor};
+use crate::produce::DlqProducer;
+use crate::record::InboundRecord;
+
+/// Bounds and timings of the consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumerConfig {
+    /// A partition holding this many records (waiting or running) is paused.
+    pub max_buffered_per_partition: usize,
+    /// Runs in progress at once, over all partitions.
+    pub max_concurrent_runs: usize,
+    /// How long revocation and shutdown wait for running records.
+    pub drain_timeout: Duration,
+    /// First pause before a record is run again; doubles up to `max_retry_backoff`.
+    pub retry_backoff: Duration,
+    pub max_retry_backoff: Duration,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        ConsumerConfig {
+            max_buffered_per_partition: 1_000,
+            max_concurrent_runs: 32,
+            drain_timeout: Duration::from_secs(30),
+            retry_backoff: Duration::from_millis(200),
+            max_retry_backoff: Duration::from_secs(10),
+        }
+    }
+}
+
+impl ConsumerConfig {
+    fn backoff(&self, attempt: u32) -> Duration {
+        let factor = 1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX);
+        self.retry_backoff.saturating_mul(factor).min(self.max_retry_backoff)
+    }
+}
+
+/// Why the consumer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsumerError {
+    #[error("kafka: {0}")]
+    Kafka(#[from] KafkaError),
+}
+
+/// What a consumer did until it stopped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConsumeReport {
+    pub received: u64,
+    /// Records done: committed, already processed or dead-lettered.
+    pub finished: u64,
+    pub dead_letters: u64,
+    /// Runs retried after a give-back or a failed DLQ write.
+    pub retries: u64,
+    /// Records dropped or abandoned at a revocation or at shutdown (redelivered later).
+    pub released: u64,
+    pub revocations: u64,
+    /// Times a partition was paused for holding too many records.
+    pub pauses: u64,
+    /// The most records one partition held at once (waiting or running).
+    pub max_buffered: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    received: AtomicU64,
+    finished: AtomicU64,
+    dead_letters: AtomicU64,
+    retries: AtomicU64,
+    released: AtomicU64,
+    revocations: AtomicU64,
+    pauses: AtomicU64,
+    max_buffered: AtomicU64,
+}
+
+impl Counters {
+    fn report(&self) -> ConsumeReport {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        ConsumeReport {
+            received: get(&self.received),
+            finished: get(&self.finished),
+            dead_letters: get(&self.dead_letters),
+            retries: get(&self.retries),
+            released: get(&self.released),
+            revocations: get(&self.revocations),
+            pauses: get(&self.pauses),
+            max_buffered: get(&self.max_buffered),
+        }
+    }
+}
+
+type Tp = (String, i32);
+
+struct Assigned {
+    generation: u64,
+    work: PartitionWork<InboundRecord>,
+    paused: bool,
+}
+
+#[derive(Default)]
+struct State {
+    partitions: HashMap<Tp, Assigned>,
+    next_generation: u64,
+}
+
+impl State {
+    fn assign(&mut self, tp: Tp) -> &mut Assigned {
+        self.next_generation += 1;
+        let fresh = Assigned { generation: self.next_generation, work: PartitionWork::new(), paused: false };
+        match self.partitions.entry(tp) {
+            Entry::Occupied(mut o) => {
+                o.insert(fresh);
+                o.into_mut()
+            }
+            Entry::Vacant(v) => v.insert(fresh),
+        }
+    }
+
+    fn live(&self, tp: &Tp, generation: u64) -> Option<&Assigned> {
+        self.partitions.get(tp).filter(|a| a.generation == generation && !a.work.is_closing())
+    }
+
+    fn running(&self, tps: Option<&[Tp]>) -> usize {
+        match tps {
+            None => self.partitions.values().map(|a| a.work.running()).sum(),
+            Some(tps) => tps.iter().filter_map(|tp| self.partitions.get(tp)).map(|a| a.work.running()).sum(),
+        }
+    }
+}
+
+type KafkaConsumer = StreamConsumer<PartitionContext>;
+
+/// What the scheduler, the runs and the rebalance callback share.
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled whenever a run ends (the rebalance callback waits on it).
+    run_ended: Condvar,
+    /// Wakes runs sleeping before a retry when their partition closes.
+    closed: Notify,
+    config: ConsumerConfig,
+    consumer: OnceLock<Weak<KafkaConsumer>>,
+    counters: Counters,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn consumer(&self) -> Option<Arc<KafkaConsumer>> {
+        self.consumer.get().and_then(Weak::upgrade)
+    }
+
+    fn is_live(&self, tp: &Tp, generation: u64) -> bool {
+        self.lock().live(tp, generation).is_some()
+    }
+
+    /// Sleeps before a retry; false when the partition was closed meanwhile (give up).
+    async fn pause_before_retry(&self, tp: &Tp, generation: u64, attempt: u32) -> bool {
+        self.counters.retries.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("load_agent_consumer_retries_total").increment(1);
+        let closed = self.closed.notified();
+        tokio::select! {
+            _ = tokio::time::sleep(self.config.backoff(attempt)) => {}
+            _ = closed => {}
+        }
+        self.is_live(tp, generation)
+    }
+
+    /// A run of `key` ended: `done` when its record is finished, false when it was given up.
+    /// Stores the offset if it moved and returns the load's next record to run.
+    fn end_run(&self, tp: &Tp, generation: u64, key: &str, offset: i64, done: bool) -> Option<InboundRecord> {
+        let mut resume = false;
+        let next = {
+            let mut st = self.lock();
+            let next = match st.partitions.get_mut(tp).filter(|a| a.generation == generation) {
+                None => None,
+                Some(a) if !done => {
+                    a.work.abandon(key);
+                    None
+                }
+                Some(a) => {
+                    let finished = a.work.finish(key, offset);
+                    if let Some(store) = finished.store {
+                        // Under the lock, so that stores of one partition never go backwards.
+                        self.store_offset(tp, store);
+                    }
+                    if a.paused && a.work.buffered() <= self.config.max_buffered_per_partition / 2 {
+                        a.paused = false;
+                        resume = true;
+                    }
+                    finished.next
+                }
+            };
+            if done {
+                self.counters.finished.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.counters.released.fetch_add(1, Ordering::Relaxed);
+            }
+            next
+        };
+        self.run_ended.notify_all();
+        if resume {
+            self.pause_or_resume(tp, false);
+        }
+        next
+    }
+
+    fn store_offset(&self, tp: &Tp, offset: i64) {
+        let Some(consumer) = self.consumer() else { return };
+        let mut tpl = TopicPartitionList::new();
+        if tpl.add_partition_offset(&tp.0, tp.1, Offset::Offset(offset)).is_err() {
+            return;
+        }
+        if let Err(e) = consumer.store_offsets(&tpl) {
+            // The partition was released meanwhile: its new owner runs from the committed offset.
+            debug!(topic = %tp.0, partition = tp.1, offset, error = %e, "offset not stored");
+        }
+    }
+
+    fn pause_or_resume(&self, tp: &Tp, pause: bool) {
+        let Some(consumer) = self.consumer() else { return };
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(&tp.0, tp.1);
+        let result = if pause { consumer.pause(&tpl) } else { consumer.resume(&tpl) };
+        match result {
+            Ok(()) => {
+                metrics::counter!("load_agent_consumer_pauses_total", "action" => if pause { "pause" } else { "resume" })
+                    .increment(1);
+                debug!(topic = %tp.0, partition = tp.1, pause, "backpressure");
+            }
+            Err(e) => warn!(topic = %tp.0, partition = tp.1, pause, error = %e, "pause/resume failed"),
+        }
+    }
+
+    /// Revocation (and close): drop waiting records, drain running ones (bounded), store and
+    /// commit the partitions' offsets, forget the partitions.
+    fn revoke(&self, consumer: &BaseConsumer<PartitionContext>, tpl: &TopicPartitionList) {
+        let tps: Vec<Tp> = tpl.elements().iter().map(|e| (e.topic().to_owned(), e.partition())).collect();
+        self.counters.revocations.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("load_agent_consumer_rebalances_total", "kind" => "revoke").increment(1);
+        let mut st = self.lock();
+        let mut dropped = 0;
+        for tp in &tps {
+            if let Some(a) = st.partitions.get_mut(tp) {
+                dropped += a.work.close();
+            }
+        }
+        self.counters.released.fetch_add(dropped as u64, Ordering::Relaxed);
+        self.closed.notify_waiters();
+        let started = Instant::now();
+        // Waiting blocks this thread (the callback runs inside the poll); the runs are on other
+        // worker threads. A current-thread runtime cannot run them meanwhile: do not wait there.
+        let (timeout, can_block) = match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {
+                (Duration::ZERO, false)
+            }
+            Ok(_) => (self.config.drain_timeout, true),
+            Err(_) => (self.config.drain_timeout, false),
+        };
+        let (mut st, still_running) = if can_block {
+            tokio::task::block_in_place(|| self.wait_for_runs(st, &tps, started, timeout))
+        } else {
+            self.wait_for_runs(st, &tps, started, timeout)
+        };
+        let mut offsets = TopicPartitionList::new();
+        for tp in &tps {
+            if let Some(a) = st.partitions.remove(tp)
+                && let Some(next) = a.work.committable()
+            {
+                let _ = offsets.add_partition_offset(&tp.0, tp.1, Offset::Offset(next));
+            }
+        }
+        drop(st);
+        if still_running > 0 {
+            metrics::counter!("load_agent_consumer_abandoned_total").increment(still_running as u64);
+            warn!(
+                still_running,
+                waited_ms = started.elapsed().as_millis() as u64,
+                "revocation: runs still going after the drain timeout are abandoned (their records are redelivered)"
+            );
+        }
+        info!(
+            partitions = tps.len(),
+            dropped,
+            waited_ms = started.elapsed().as_millis() as u64,
+            "partitions revoked"
+        );
+        if offsets.count() > 0 {
+            if let Err(e) = consumer.store_offsets(&offsets) {
+                debug!(error = %e, "storing offsets at revocation");
+            }
+            if let Err(e) = consumer.commit(&offsets, CommitMode::Sync) {
+                warn!(error = %e, "committing offsets at revocation failed; the next owner may run some records again");
+            }
+        }
+    }
+
+    /// Waits until the partitions have no running record, at most `timeout` after `started`;
+    /// returns how many still run.
+    fn wait_for_runs<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        tps: &[Tp],
+        started: Instant,
+        timeout: Duration,
+    ) -> (MutexGuard<'a, State>, usize) {
+        loop {
+            let running = st.running(Some(tps));
+            let elapsed = started.elapsed();
+            if running == 0 || elapsed >= timeout {
+                return (st, running);
+            }
+            let step = (timeout - elapsed).min(Duration::from_millis(100));
+            st = match self.run_ended.wait_timeout(st, step) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+
+    fn assign(&self, tpl: &TopicPartitionList) {
+        metrics::counter!("load_agent_consumer_rebalances_total", "kind" => "assign").increment(1);
+        let mut st = self.lock();
+        for e in tpl.elements() {
+            st.assign((e.topic().to_owned(), e.partition()));
+        }
+        info!(partitions = tpl.count(), "partitions assigned");
+    }
+}
+
+/// The consumer's context: the rebalance callbacks.
+pub struct PartitionContext {
+    shared: Arc<Shared>,
+}
+
+impl ClientContext for PartitionContext {}
+
+impl ConsumerContext for PartitionContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Revoke(tpl) => self.shared.revoke(consumer, tpl),
+            Rebalance::Assign(tpl) => self.shared.assign(tpl),
+            Rebalance::Error(e) => error!(error = %e, "rebalance error"),
+        }
+    }
+
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        // A partition paused before an earlier revocation must not stay paused.
+        if let Rebalance::Assign(tpl) = rebalance
+            && tpl.count() > 0
+            && let Err(e) = consumer.resume(tpl)
+        {
+            debug!(error = %e, "resuming newly assigned partitions");
+        }
+    }
+
+    fn commit_callback(&self, result: KafkaResult<()>, _offsets: &TopicPartitionList) {
+        match result {
+            Ok(()) => metrics::counter!("load_agent_consumer_commits_total", "result" => "ok").increment(1),
+            Err(KafkaError::ConsumerCommit(rdkafka::types::RDKafkaErrorCode::NoOffset)) => {}
+            Err(e) => {
+                metrics::counter!("load_agent_consumer_commits_total", "result" => "error").increment(1);
+                warn!(error = %e, "offset commit failed");
+            }
+        }
+    }
+}
+
+/// Consumes `kafka.events_topic` in group `kafka.group_id` until `shutdown`, running each record
+/// through `processor` and dead letters to `kafka.dlq_topic`. Then drains the running records
+/// (bounded), commits, and leaves the group. Needs a multi-threaded tokio runtime.
+pub async fn consume(
+    kafka: &KafkaConfig,
+    config: ConsumerConfig,
+    processor: RecordProcessor,
+    mut shutdown: Shutdown,
+) -> Result<ConsumeReport, ConsumerError> {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State::default()),
+        run_ended: Condvar::new(),
+        closed: Notify::new(),
+        config,
+        consumer: OnceLock::new(),
+        counters: Counters::default(),
+    });
+    let dlq = DlqProducer::new(kafka)?;
+    let consumer: Arc<KafkaConsumer> =
+        Arc::new(kafka.consumer_config().create_with_context(PartitionContext { shared: shared.clone() })?);
+    let _ = shared.consumer.set(Arc::downgrade(&consumer));
+    consumer.subscribe(&[kafka.events_topic.as_str()])?;
+    info!(topic = %kafka.events_topic, group = %kafka.group_id, "consuming");
+    let runner = Arc::new(Runner {
+        shared: shared.clone(),
+        processor,
+        dlq,
+        permits: Semaphore::new(config.max_concurrent_runs.max(1)),
+    });
+    let mut errors_in_a_row = 0u32;
+    loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.recv() => break,
+            received = consumer.recv() => match received {
+                Ok(message) => {
+                    errors_in_a_row = 0;
+                    let record = InboundRecord::from_message(&message);
+                    drop(message);
+                    runner.admit(record);
+                }
+                Err(e) => {
+                    errors_in_a_row += 1;
+                    metrics::counter!("load_agent_consumer_errors_total").increment(1);
+                    warn!(error = %e, "consumer error");
+                    let pause = Duration::from_millis(100).saturating_mul(errors_in_a_row.min(50));
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+    stop(&shared, &consumer).await;
+    let report = shared.counters.report();
+    // Leaving the group blocks (librdkafka's close); not on a runtime worker thread.
+    let _ = tokio::task::spawn_blocking(move || drop(consumer)).await;
+    info!(?report, "consumer stopped");
+    Ok(report)
+}
+
+/// Shutdown: start nothing new, drain the running records (bounded), store and commit.
+async fn stop(shared: &Arc<Shared>, consumer: &Arc<KafkaConsumer>) {
+    let dropped: usize = shared.lock().partitions.values_mut().map(|a| a.work.close()).sum();
+    shared.counters.released.fetch_add(dropped as u64, Ordering::Relaxed);
+    shared.closed.notify_waiters();
+    let deadline = tokio::time::Instant::now() + shared.config.drain_timeout;
+    while shared.lock().running(None) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut offsets = TopicPartitionList::new();
+    {
+        let st = shared.lock();
+        for (tp, a) in &st.partitions {
+            if let Some(next) = a.work.committable() {
+                let _ = offsets.add_partition_offset(&tp.0, tp.1, Offset::Offset(next));
+            }
+        }
+        let running = st.running(None);
+        if running > 0 {
+            warn!(running, "shutdown: runs still going after the drain timeout are abandoned");
+        }
+    }
+    if offsets.count() > 0 {
+        if let Err(e) = consumer.store_offsets(&offsets) {
+            debug!(error = %e, "storing offsets at shutdown");
+        }
+        if let Err(e) = consumer.commit(&offsets, CommitMode::Sync) {
+            warn!(error = %e, "committing offsets at shutdown failed");
+        }
+    }
+}
+
+/// Starts and runs records.
+struct Runner {
+    shared: Arc<Shared>,
+    processor: RecordProcessor,
+    dlq: DlqProducer,
+    permits: Semaphore,
+}
+
+impl Runner {
+    /// A record arrived: queue it behind its load, start it if its load is idle, pause its
+    /// partition when full.
+    fn admit(self: &Arc<Self>, record: InboundRecord) {
+        self.shared.counters.received.fetch_add(1, Ordering::Relaxed);
+        let tp: Tp = (record.topic.clone(), record.partition);
+        let key = record.ordering_key();
+        let (start, generation, pause) = {
+            let mut st = self.shared.lock();
+            if !st.partitions.contains_key(&tp) {
+                st.assign(tp.clone());
+            }
+            let Some(a) = st.partitions.get_mut(&tp) else { return };
+            let start = a.work.push(&key, record);
+            let buffered = a.work.buffered();
+            self.shared.counters.max_buffered.fetch_max(buffered as u64, Ordering::Relaxed);
+            let pause = !a.paused && buffered >= self.shared.config.max_buffered_per_partition;
+            if pause {
+                a.paused = true;
+                self.shared.counters.pauses.fetch_add(1, Ordering::Relaxed);
+            }
+            (start, a.generation, pause)
+        };
+        if pause {
+            self.shared.pause_or_resume(&tp, true);
+        }
+        if let Some(record) = start {
+            let runner = self.clone();
+            tokio::spawn(async move { runner.run_load(tp, generation, key, record).await });
+        }
+    }
+
+    /// Runs the records of one load of one partition, one after the other, until none waits.
+    async fn run_load(self: Arc<Self>, tp: Tp, generation: u64, key: String, first: InboundRecord) {
+        let mut record = first;
+        loop {
+            let span =
+                info_span!("record", topic = %tp.0, partition = tp.1, offset = record.offset, key = %key);
+            let done = self.run_record(&tp, generation, &record).instrument(span).await;
+            match self.shared.end_run(&tp, generation, &key, record.offset, done) {
+                Some(next) => record = next,
+                None => return,
+            }
+        }
+    }
+
+    /// Runs one record until it is finished (true) or its partition is closed (false).
+    async fn run_record(&self, tp: &Tp, generation: u64, record: &InboundRecord) -> bool {
+        let mut attempt = 0u32;
+        loop {
+            if !self.shared.is_live(tp, generation) {
+                return false;
+            }
+            let outcome = {
+                let Ok(_permit) = self.permits.acquire().await else { return false };
+                self.processor.process(record).await
+            };
+            match outcome {
+                RecordOutcome::Committed { .. } | RecordOutcome::AlreadyProcessed => return true,
+                RecordOutcome::DeadLetter(dead) => loop {
+                    match self.dlq.send(record, &dead).await {
+                        Ok(w) => {
+                            self.shared.counters.dead_letters.fetch_add(1, Ordering::Relaxed);
+                            info!(
+                                dlq_partition = w.partition,
+                                dlq_offset = w.offset,
+                                code = dead.code,
+                                "record in the DLQ"
+                            );
+                            return true;
+                        }
+                        Err(e) => {
+                            attempt += 1;
+                            warn!(error = %e, attempt, "writing to the DLQ failed; retrying");
+                            if !self.shared.pause_before_retry(tp, generation, attempt).await {
+                                return false;
+                            }
+                        }
+                    }
+                },
+                RecordOutcome::Retry { reason } => {
+                    attempt += 1;
+                    warn!(%reason, attempt, "run gave the record back; retrying");
+                    if !self.shared.pause_before_retry(tp, generation, attempt).await {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_backoff_doubles_up_to_its_cap() {
+        let c = ConsumerConfig::default();
+        assert_eq!(c.backoff(1), Duration::from_millis(200));
+        assert_eq!(c.backoff(2), Duration::from_millis(400));
+        assert_eq!(c.backoff(10), Duration::from_secs(10));
+        assert_eq!(c.backoff(u32::MAX), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_partition_assigned_again_gets_a_new_generation() {
+        let mut st = State::default();
+        let tp: Tp = ("t".into(), 0);
+        let first = st.assign(tp.clone()).generation;
+        assert!(st.live(&tp, first).is_some());
+        let second = st.assign(tp.clone()).generation;
+        assert_ne!(first, second);
+        assert!(st.live(&tp, first).is_none(), "runs of the old assignment are stale");
+    }
+}

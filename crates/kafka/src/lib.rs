@@ -1,0 +1,74 @@
+//! Kafka for load-agent (topics.md): the load workers' consumer, the snapshot cache, the relay's
+//! Kafka destinations and event publisher, the per-contact send limit, topic dumps and replay.
+//!
+//! Layout:
+//! - [`config`]: [`KafkaConfig`], topic names and the librdkafka settings of every client.
+//! - [`record`]: [`InboundRecord`], an owned record: what the unit of work, the DLQ, dumps and
+//!   replay handle.
+//! - [`process`]: the unit of work, [`RecordProcessor::process`]: decode, key check, the load
+//!   worker; [`RecordOutcome`], [`DeadLetter`]. No Kafka in it.
+//! - [`partition`]: [`PartitionWork`], per-partition scheduling and offset bookkeeping as pure
+//!   code: one running record per key, the lowest unfinished offset.
+//! - [`consumer`]: [`consume`], the rdkafka `StreamConsumer` loop, rebalance drain, backpressure.
+//! - [`dlq`]: the dead-letter headers.
+//! - [`produce`]: the idempotent [`Producer`], [`KafkaDestinations`] (relay → action topics),
+//!   [`KafkaEventPublisher`] (relay and timer pump → inbound topic), [`DlqProducer`].
+//! - [`cache`]: [`SnapshotCache`], moka snapshots behind the runtime's `SnapshotSource`.
+//! - [`limit`]: [`ContactLimitedOutbox`], the per-contact send limit (governor) in front of
+//!   the relay.
+//! - [`admin`]: [`ensure_topics`], creating the topics.
+//! - [`dump`], [`replay`], [`dump_spec`]: `load-agent dump`, `load-agent replay`, and the
+//!   generator of the recorded dumps under `evals/dumps/`.
+//! - [`wiring`]: the relay and timer pump of a Kafka deployment (feature `broker`);
+//!   [`record_processor`]: the worker behind the consumer and replay.
+//!
+//! Feature `broker` (default) links librdkafka; without it the crate still decodes, processes
+//! and replays records (what `load-agent replay` needs), so the embedded default builds with
+//! nothing but Rust.
+//!
+//! Architecture invariant: this crate moves records and offsets; it decides nothing. Decisions
+//! come from the runtime's worker (`load_agent_agent::process_event`), and the only path from a
+//! record to the log is [`RecordProcessor::process`], which `replay` runs too.
+
+#[cfg(feature = "broker")]
+pub mod admin;
+pub mod cache;
+pub mod config;
+#[cfg(feature = "broker")]
+pub mod consumer;
+pub mod dlq;
+pub mod dump;
+#[cfg(feature = "broker")]
+pub mod dump_kafka;
+pub mod dump_spec;
+pub mod limit;
+pub mod partition;
+pub mod process;
+#[cfg(feature = "broker")]
+pub mod produce;
+pub mod record;
+pub mod replay;
+pub mod wiring;
+
+#[cfg(feature = "broker")]
+pub use admin::ensure_topics;
+pub use cache::{CacheConfig, CacheStats, CacheWeigher, SnapshotCache};
+pub use config::{ACTION_DESTINATIONS, DLQ_TOPIC, EVENTS_TOPIC, GROUP_ID, KafkaConfig};
+#[cfg(feature = "broker")]
+pub use consumer::{ConsumeReport, ConsumerConfig, ConsumerError, consume};
+pub use dump::{DumpRecord, read_dump, write_dump};
+#[cfg(feature = "broker")]
+pub use dump_kafka::{DumpError, DumpSummary, dump};
+pub use dump_spec::generate_dump;
+pub use limit::{ContactLimit, ContactLimitedOutbox, ContactSendLimiter, SendLimits};
+pub use partition::PartitionWork;
+pub use process::{DeadLetter, DeadLetterKind, RecordOutcome, RecordProcessor};
+#[cfg(feature = "broker")]
+pub use produce::{
+    AddressBook, DlqProducer, KafkaDestinations, KafkaEventPublisher, Producer, SnapshotAddressBook, Written,
+};
+pub use record::InboundRecord;
+pub use replay::{ReplayError, ReplaySummary, replay, replay_records};
+#[cfg(feature = "broker")]
+pub use wiring::{kafka_relay, kafka_timer_pump};
+pub use wiring::record_processor;

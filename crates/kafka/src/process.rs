@@ -1,0 +1,242 @@
+//! The unit of work of the consumer: one record in, one outcome out. Decode the Avro value
+//! (`load_agent_avro::decode_inbound`), check the record key against the payload's `load_id`,
+//! and run the load worker (`Worker::process_one`: snapshot, `prepare_event`, decide, append).
+//!
+//! The Kafka consumer ([`crate::consumer`]) and `replay` ([`crate::replay`]) both call
+//! [`RecordProcessor::process`], so a replayed dump exercises exactly the consumer's code.
+//! Nothing here touches Kafka: the caller sends dead letters and stores offsets.
+
+use std::sync::Arc;
+
+use load_agent_agent::InvalidEvent;
+use load_agent_avro::{DecodeError, decode_inbound};
+use load_agent_domain::DecisionRecord;
+use load_agent_runtime::{RunOutcome, Worker};
+use tracing::warn;
+
+use crate::record::InboundRecord;
+
+/// Why a record goes to the DLQ: header `dlq-reason-kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadLetterKind {
+    /// The value is not a decodable `InboundEvent` (framing, schema id, Avro body, a field the
+    /// domain rejects while decoding).
+    Decode,
+    /// The value decodes but is not valid for its load (key mismatch, unknown load, bad field).
+    InvalidEvent,
+}
+
+impl DeadLetterKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadLetterKind::Decode => "decode",
+            DeadLetterKind::InvalidEvent => "invalid_event",
+        }
+    }
+}
+
+/// What is wrong with a dead-lettered record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    pub kind: DeadLetterKind,
+    /// A stable short code (`bad_magic`, `key_mismatch`, `unknown_load`, ...): header `dlq-error-code`.
+    pub code: &'static str,
+    /// The human-readable error: header `dlq-error`.
+    pub error: String,
+    /// The offending field's path, when a field is to blame: header `dlq-error-field`.
+    pub field: Option<String>,
+}
+
+impl DeadLetter {
+    pub fn decode(e: &DecodeError) -> Self {
+        DeadLetter {
+            kind: DeadLetterKind::Decode,
+            code: e.code(),
+            error: e.to_string(),
+            field: e.field_path().map(str::to_owned),
+        }
+    }
+
+    pub fn invalid(e: &InvalidEvent) -> Self {
+        DeadLetter {
+            kind: DeadLetterKind::InvalidEvent,
+            code: invalid_code(e),
+            error: e.to_string(),
+            field: invalid_field(e),
+        }
+    }
+
+    fn missing_key() -> Self {
+        DeadLetter {
+            kind: DeadLetterKind::InvalidEvent,
+            code: "missing_key",
+            error: "the record has no key, or a key that is not UTF-8: records of load-agent.events are keyed by load_id"
+                .into(),
+            field: None,
+        }
+    }
+}
+
+/// The stable code of an invalid event, for DLQ headers and metric labels.
+pub fn invalid_code(e: &InvalidEvent) -> &'static str {
+    match e {
+        InvalidEvent::EmptyEventId => "empty_event_id",
+        InvalidEvent::KeyMismatch { .. } => "key_mismatch",
+        InvalidEvent::UnknownLoad(_) => "unknown_load",
+        InvalidEvent::BadRegistration(_) => "bad_registration",
+        InvalidEvent::UnknownSop(_) => "unknown_sop",
+        InvalidEvent::UnknownSopVersion { .. } => "unknown_sop_version",
+        InvalidEvent::RegistrationLoadIdMismatch { .. } => "registration_load_id_mismatch",
+        InvalidEvent::BadField { .. } => "bad_field",
+    }
+}
+
+fn invalid_field(e: &InvalidEvent) -> Option<String> {
+    match e {
+        InvalidEvent::EmptyEventId => Some("event_id".into()),
+        InvalidEvent::KeyMismatch { .. } => Some("load_id".into()),
+        InvalidEvent::BadField { field, .. } => Some((*field).to_owned()),
+        InvalidEvent::RegistrationLoadIdMismatch { .. } => Some("payload.load_id".into()),
+        _ => None,
+    }
+}
+
+/// What one record came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecordOutcome {
+    /// The event, its decision and its outbox rows are committed: the offset may move past it.
+    Committed { decision: DecisionRecord, version: u64 },
+    /// The event was already in the log (a redelivery): the offset may move past it.
+    AlreadyProcessed,
+    /// The record goes to the DLQ; once the DLQ has it, the offset may move past it.
+    DeadLetter(DeadLetter),
+    /// Not done (conflicts exhausted, the store failing): run it again later; the offset stays.
+    Retry { reason: String },
+}
+
+impl RecordOutcome {
+    pub fn label(&self) -> &'static str {
+        match self {
+            RecordOutcome::Committed { .. } => "committed",
+            RecordOutcome::AlreadyProcessed => "already_processed",
+            RecordOutcome::DeadLetter(_) => "dead_letter",
+            RecordOutcome::Retry { .. } => "retry",
+        }
+    }
+}
+
+/// Runs records through the load worker.
+#[derive(Debug, Clone)]
+pub struct RecordProcessor {
+    worker: Arc<Worker>,
+}
+
+impl RecordProcessor {
+    pub fn new(worker: Arc<Worker>) -> Self {
+        RecordProcessor { worker }
+    }
+
+    pub fn worker(&self) -> &Arc<Worker> {
+        &self.worker
+    }
+
+    /// The unit of work: decode, check the key, run the worker.
+    pub async fn process(&self, record: &InboundRecord) -> RecordOutcome {
+        let outcome = match checked_event(record) {
+            Err(dead) => RecordOutcome::DeadLetter(dead),
+            Ok(event) => match self.worker.process_one(event).await {
+                RunOutcome::Committed { decision, version, .. } => {
+                    RecordOutcome::Committed { decision, version }
+                }
+                RunOutcome::AlreadyProcessed => RecordOutcome::AlreadyProcessed,
+                RunOutcome::Invalid(reason) => RecordOutcome::DeadLetter(DeadLetter::invalid(&reason)),
+                RunOutcome::GiveBack { reason } => RecordOutcome::Retry { reason },
+            },
+        };
+        if let RecordOutcome::DeadLetter(d) = &outcome {
+            metrics::counter!("load_agent_dead_letters_total", "kind" => d.kind.as_str(), "code" => d.code)
+                .increment(1);
+            warn!(
+                topic = %record.topic,
+                partition = record.partition,
+                offset = record.offset,
+                code = d.code,
+                error = %d.error,
+                "record dead-lettered"
+            );
+        }
+        metrics::counter!("load_agent_records_total", "outcome" => outcome.label()).increment(1);
+        outcome
+    }
+}
+
+/// Decodes a record's value and checks its key against the payload's `load_id`: the part of the
+/// unit of work that needs no store.
+pub fn checked_event(record: &InboundRecord) -> Result<load_agent_domain::InboundEvent, DeadLetter> {
+    let event =
+        decode_inbound(record.value.as_deref().unwrap_or_default()).map_err(|e| DeadLetter::decode(&e))?;
+    let Some(key) = record.key_str() else {
+        return Err(DeadLetter::missing_key());
+    };
+    if key != event.load_id {
+        return Err(DeadLetter::invalid(&InvalidEvent::KeyMismatch {
+            key: key.to_owned(),
+            payload: event.load_id,
+        }));
+    }
+    Ok(event)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone, Utc};
+    use load_agent_avro::encode_inbound;
+    use load_agent_domain::{EventKind, InboundEvent};
+
+    use super::*;
+
+    fn record(key: Option<&str>, value: Option<Vec<u8>>) -> InboundRecord {
+        InboundRecord {
+            topic: "load-agent.events".into(),
+            partition: 0,
+            offset: 7,
+            timestamp_ms: Some(0),
+            key: key.map(|k| k.as_bytes().to_vec()),
+            headers: vec![],
+            value,
+        }
+    }
+
+    fn sms(load: &str) -> Vec<u8> {
+        encode_inbound(&InboundEvent {
+            event_id: "sms_1".into(),
+            load_id: load.into(),
+            occurred_at: Utc.timestamp_opt(1_772_456_400, 0).single().unwrap_or_default(),
+            kind: EventKind::Sms { from: "drv".into(), text: "ok".into() },
+        })
+    }
+
+    #[test]
+    fn a_record_whose_key_matches_its_payload_is_accepted() {
+        let event = checked_event(&record(Some("481207"), Some(sms("481207")))).expect("valid");
+        assert_eq!(event.load_id, "481207");
+    }
+
+    #[test]
+    fn a_key_that_differs_from_the_payload_is_an_invalid_event() {
+        let dead = checked_event(&record(Some("481208"), Some(sms("481207")))).expect_err("mismatch");
+        assert_eq!((dead.kind, dead.code), (DeadLetterKind::InvalidEvent, "key_mismatch"));
+        assert!(dead.error.contains("481207") && dead.error.contains("481208"), "{}", dead.error);
+    }
+
+    #[test]
+    fn undecodable_values_and_missing_keys_are_dead_letters() {
+        let dead =
+            checked_event(&record(Some("1"), Some(b"{\"json\": true}".to_vec()))).expect_err("not avro");
+        assert_eq!((dead.kind, dead.code), (DeadLetterKind::Decode, "bad_magic"));
+        let dead = checked_event(&record(Some("1"), None)).expect_err("tombstone");
+        assert_eq!(dead.code, "empty");
+        let dead = checked_event(&record(None, Some(sms("481207")))).expect_err("no key");
+        assert_eq!(dead.code, "missing_key");
+    }
+}

@@ -1,0 +1,600 @@
+//! Integration tests against a real Kafka-protocol broker (Nisshi, started by
+//! `scripts/kafka-broker.sh` from `scripts/test.sh`; never librdkafka's mock cluster) and
+//! PostgreSQL. Events are produced as Avro with a plain rdkafka producer; decisions are read
+//! from Postgres, actions from the action topics.
+//!
+//! Each test has its own topics (`it.<test>.*`), consumer group and Postgres schema, so the
+//! tests run in parallel on one broker and one database.
+//!
+//! Needs `KAFKA_BROKERS` and `DATABASE_URL`: run `./scripts/test.sh`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, FixedOffset, TimeZone, Utc};
+use load_agent_agent::Agent;
+use load_agent_avro::{decode_action_command, encode_inbound};
+use load_agent_domain::{
+    Contact, EventKind, InboundEvent, Language, LoadRegistered, LogEntry, RiskBand, Role, Stop, StopKind,
+};
+use load_agent_kafka::{
+    CacheConfig, ConsumeReport, ConsumerConfig, ConsumerError, DumpRecord, KafkaConfig, SendLimits, consume,
+    dump, ensure_topics, kafka_relay, kafka_timer_pump, record_processor,
+};
+use load_agent_llm::{FakeLlm, LlmClient};
+use load_agent_runtime::{
+    Clock, PumpConfig, RelayConfig, ShutdownTrigger, SystemClock, WorkerConfig, shutdown_channel,
+};
+use load_agent_store::{OutboxStatus, PgStore, Stores};
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+use tokio::task::JoinHandle;
+
+// ------------------------------------------------------------------------------------------
+// The harness.
+
+fn brokers() -> String {
+    std::env::var("KAFKA_BROKERS").unwrap_or_else(|_| {
+        panic!("KAFKA_BROKERS is not set: run ./scripts/test.sh, which starts the test broker and exports it")
+    })
+}
+
+fn database_url() -> String {
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| {
+        panic!("DATABASE_URL is not set: run ./scripts/test.sh, which starts PostgreSQL and exports it")
+    })
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// One test's deployment: its own topics, group and schema.
+struct Env {
+    kafka: KafkaConfig,
+    pg: PgStore,
+    stores: Stores,
+    agent: Arc<Agent>,
+    producer: FutureProducer,
+}
+
+impl Env {
+    async fn new(name: &str, partitions: i32) -> Env {
+        let id = format!("{name}_{}_{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        let mut kafka = KafkaConfig::new(brokers());
+        kafka.events_topic = format!("it.{id}.events");
+        kafka.dlq_topic = format!("it.{id}.events.dlq");
+        kafka.actions_topic_prefix = format!("it.{id}.actions");
+        kafka.group_id = format!("it-{id}");
+        kafka.send_timeout = Duration::from_secs(10);
+        // Members learn of a rebalance at their next heartbeat: keep rebalances quick.
+        kafka.client_overrides.push(("heartbeat.interval.ms".into(), "200".into()));
+        ensure_topics(&kafka, &kafka.all_topics(), partitions, 1).await.expect("create the test topics");
+        let pg =
+            PgStore::connect_in_schema(&database_url(), &format!("it_{id}")).await.expect("postgres schema");
+        let stores = pg.clone().into_stores();
+        // A plain producer, as an integration service would have.
+        let producer: FutureProducer = ClientConfig::new()
+            .set("bootstrap.servers", brokers())
+            .set("partitioner", "murmur2_random")
+            .set("message.timeout.ms", "10000")
+            .create()
+            .expect("producer");
+        Env { kafka, pg, stores, agent: Arc::new(Agent::embedded().expect("agent")), producer }
+    }
+
+    fn consumer(
+        &self,
+        config: ConsumerConfig,
+    ) -> (ShutdownTrigger, JoinHandle<Result<ConsumeReport, ConsumerError>>) {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let llm: Arc<dyn LlmClient> = Arc::new(FakeLlm::new());
+        let (processor, _cache) = record_processor(
+            &self.stores,
+            self.agent.clone(),
+            llm,
+            clock,
+            WorkerConfig::default(),
+            CacheConfig::default(),
+        );
+        let (trigger, shutdown) = shutdown_channel();
+        let kafka = self.kafka.clone();
+        (trigger, tokio::spawn(async move { consume(&kafka, config, processor, shutdown).await }))
+    }
+
+    fn relay(&self) -> (ShutdownTrigger, JoinHandle<()>) {
+        let config = RelayConfig { idle_poll: Duration::from_millis(50), ..RelayConfig::default() };
+        let relay =
+            kafka_relay(&self.stores, &self.kafka, &SendLimits::default(), Arc::new(SystemClock), config)
+                .expect("relay");
+        let (trigger, shutdown) = shutdown_channel();
+        (trigger, tokio::spawn(Arc::new(relay).run(shutdown)))
+    }
+
+    async fn produce(&self, event: &InboundEvent) {
+        let value = encode_inbound(event);
+        let headers = OwnedHeaders::new().insert(Header { key: "source", value: Some("integration-test") });
+        let record = FutureRecord::to(&self.kafka.events_topic)
+            .key(event.load_id.as_str())
+            .payload(&value)
+            .headers(headers);
+        self.producer.send(record, Duration::from_secs(10)).await.map_err(|(e, _)| e).expect("produce");
+    }
+
+    async fn produce_raw(&self, key: &str, value: &[u8], headers: &[(&str, &str)]) {
+        let mut owned = OwnedHeaders::new();
+        for (k, v) in headers {
+            owned = owned.insert(Header { key: k, value: Some(*v) });
+        }
+        let record = FutureRecord::to(&self.kafka.events_topic).key(key).payload(value).headers(owned);
+        self.producer.send(record, Duration::from_secs(10)).await.map_err(|(e, _)| e).expect("produce");
+    }
+
+    async fn log(&self, load: &str) -> Vec<LogEntry> {
+        self.stores.events.read(load).await.expect("read the log").0
+    }
+
+    async fn event_ids(&self, load: &str) -> Vec<String> {
+        self.log(load)
+            .await
+            .into_iter()
+            .filter_map(|e| match e {
+                LogEntry::Event(e) => Some(e.event_id),
+                LogEntry::Decision(_) => None,
+            })
+            .collect()
+    }
+
+    /// Every record of a topic, through `load-agent dump`'s code.
+    async fn topic(&self, topic: &str) -> Vec<DumpRecord> {
+        let mut out = Vec::new();
+        dump(&self.kafka.brokers, topic, true, true, &mut out).await.expect("dump");
+        String::from_utf8_lossy(&out).lines().map(|l| serde_json::from_str(l).expect("dump line")).collect()
+    }
+
+    fn committed(&self, partitions: i32) -> BTreeMap<i32, i64> {
+        let reader: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.kafka.brokers)
+            .set("group.id", &self.kafka.group_id)
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("reader");
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition(&self.kafka.events_topic, p);
+        }
+        let committed = reader.committed_offsets(tpl, Duration::from_secs(10)).expect("committed offsets");
+        committed
+            .elements()
+            .iter()
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(o) => Some((e.partition(), o)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    async fn close(self) {
+        self.pg.drop_schema().await.expect("drop the test schema");
+    }
+}
+
+/// Polls `check` every 50 ms until it holds; fails after `secs` seconds with `what`.
+async fn eventually<F, Fut>(secs: u64, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out after {secs} s waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until each load's log holds its registration and messages `<load>-m1..=m<messages>`,
+/// then checks that each is there once, in the order produced.
+async fn assert_messages_logged_in_order(env: &Env, loads: &[String], messages: usize) {
+    eventually(25, "every message in its log", || async {
+        for load in loads {
+            if env.event_ids(load).await.len() < 1 + messages {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    for load in loads {
+        let mut expected = vec![format!("load_registered:{load}")];
+        expected.extend((1..=messages).map(|m| format!("{load}-m{m}")));
+        assert_eq!(env.event_ids(load).await, expected, "{load}: each event once, in the order produced");
+    }
+}
+
+async fn stop<T>(trigger: ShutdownTrigger, handle: JoinHandle<T>) -> T {
+    trigger.shutdown();
+    tokio::time::timeout(Duration::from_secs(30), handle).await.expect("stopped in time").expect("task")
+}
+
+// ------------------------------------------------------------------------------------------
+// Events.
+
+fn at(h: u32, m: u32) -> DateTime<FixedOffset> {
+    FixedOffset::west_opt(6 * 3600)
+        .and_then(|tz| tz.with_ymd_and_hms(2026, 3, 2, h, m, 0).single())
+        .expect("time")
+}
+
+fn registration(load: &str) -> InboundEvent {
+    let contact = |id: &str, role, phone: Option<&str>, email: Option<&str>| Contact {
+        id: id.into(),
+        role,
+        name: id.into(),
+        phone: phone.map(Into::into),
+        email: email.map(Into::into),
+        slack: None,
+        language: Language::En,
+    };
+    let load_reg = LoadRegistered {
+        load_id: load.into(),
+        client: "client_a".into(),
+        sop_version: None,
+        contacts: vec![
+            contact("drv", Role::Driver, Some("+13125550111"), None),
+            contact("disp", Role::CarrierDispatcher, None, Some("dana@carrier.example")),
+        ],
+        stops: vec![
+            Stop {
+                sequence: 1,
+                kind: StopKind::Pickup,
+                name: "Acme DC".into(),
+                address: "1 Dock Rd, Joliet, IL".into(),
+                appointment: at(8, 0),
+                po_numbers: vec!["55821".into()],
+                reference: None,
+            },
+            Stop {
+                sequence: 2,
+                kind: StopKind::Delivery,
+                name: "Store 88".into(),
+                address: "88 Main St, Dayton, OH".into(),
+                appointment: at(16, 0),
+                po_numbers: vec![],
+                reference: None,
+            },
+        ],
+        reefer: None,
+    };
+    InboundEvent {
+        event_id: format!("load_registered:{load}"),
+        load_id: load.into(),
+        occurred_at: Utc::now(),
+        kind: EventKind::LoadRegistered { load: load_reg },
+    }
+}
+
+fn ping_high(load: &str, id: &str) -> InboundEvent {
+    let now = Utc::now();
+    InboundEvent {
+        event_id: id.into(),
+        load_id: load.into(),
+        occurred_at: now,
+        kind: EventKind::Ping { stop: 1, delay_risk: RiskBand::High, recorded_at: now, lat: None, lon: None },
+    }
+}
+
+fn sms(load: &str, id: &str, text: &str) -> InboundEvent {
+    InboundEvent {
+        event_id: id.into(),
+        load_id: load.into(),
+        occurred_at: Utc::now(),
+        kind: EventKind::Sms { from: "drv".into(), text: text.into() },
+    }
+}
+
+fn header<'a>(r: &'a DumpRecord, name: &str) -> Option<&'a str> {
+    r.headers.get(name).map(String::as_str)
+}
+
+// ------------------------------------------------------------------------------------------
+// The tests.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn decisions_land_in_postgres_and_actions_on_the_action_topics() {
+    let env = Env::new("flow", 3).await;
+    let (consumer_stop, consumer) = env.consumer(ConsumerConfig::default());
+    let (relay_stop, relay) = env.relay();
+
+    env.produce(&registration("481207")).await;
+    env.produce(&ping_high("481207", "ping_0700")).await;
+
+    let sms_key = "481207/ask:eta_request:ping_0700/1/send_sms";
+    let delivered = format!("out:delivered:{sms_key}");
+    // The relay publishes the SMS, then its outcome comes back through the inbound topic.
+    eventually(20, "the delivered outcome of the SMS in the log", || async {
+        env.event_ids("481207").await.contains(&delivered)
+    })
+    .await;
+
+    let log = env.log("481207").await;
+    let decision = log
+        .iter()
+        .find_map(|e| match e {
+            LogEntry::Decision(d) if d.trigger_event_id == "ping_0700" => Some(d),
+            _ => None,
+        })
+        .expect("the ping's decision");
+    let kinds: Vec<&str> = decision.actions.iter().map(|a| a.kind().as_str()).collect();
+    assert_eq!(kinds, ["send_sms", "set_timer"]);
+
+    let records = env.topic(&env.kafka.actions_topic(load_agent_domain::Destination::Sms)).await;
+    assert_eq!(records.len(), 1, "one SMS on the sms topic: {records:?}");
+    let r = &records[0];
+    assert_eq!(r.key.as_deref(), Some("481207"));
+    assert_eq!(header(r, "idempotency-key"), Some(sms_key));
+    let value = r.to_record().expect("record").value.unwrap_or_default();
+    let command = decode_action_command(&value).expect("an Avro ActionCommand");
+    assert_eq!(command.idempotency_key, sms_key);
+    assert_eq!(
+        command.load_version, 4,
+        "committed at version 4: registration and its decision, the ping and its"
+    );
+    assert_eq!(command.addresses.phone.as_deref(), Some("+13125550111"), "the driver's phone is resolved");
+
+    let rows = env.stores.outbox.rows_for_load("481207").await.expect("outbox");
+    let row = rows.iter().find(|row| row.id == sms_key).expect("the SMS row");
+    assert_eq!(row.status, OutboxStatus::Dispatched);
+    assert_eq!(row.receipt.as_deref(), Some(format!("{}/{}/{}", r.topic, r.partition, r.offset).as_str()));
+    let timers = env.stores.timers.timers_for_load("481207").await.expect("timers");
+    assert_eq!(timers.len(), 1, "the follow-up timer is scheduled");
+    assert!(env.topic(&env.kafka.dlq_topic).await.is_empty(), "nothing dead-lettered");
+
+    // The timer pump publishes `timer_fired` to the inbound topic (its pass is run 31 minutes
+    // ahead): the consumer takes the ask's next step and the relay sends the second SMS.
+    let pump = kafka_timer_pump(&env.stores, &env.kafka, Arc::new(SystemClock), PumpConfig::default())
+        .expect("pump");
+    let pumped = pump.pump_once(Utc::now() + chrono::Duration::minutes(31)).await.expect("pump pass");
+    assert_eq!(pumped.fired, 1);
+    let second_sms = "481207/ask:eta_request:ping_0700/2/send_sms";
+    let second_delivered = format!("out:delivered:{second_sms}");
+    eventually(20, "the timer's next step delivered", || async {
+        env.event_ids("481207").await.contains(&second_delivered)
+    })
+    .await;
+    assert!(
+        env.event_ids("481207").await.contains(&"evt:tmr:481207:ask:eta_request:ping_0700:1".to_string())
+    );
+    let records = env.topic(&env.kafka.actions_topic(load_agent_domain::Destination::Sms)).await;
+    let keys: Vec<&str> = records.iter().filter_map(|r| header(r, "idempotency-key")).collect();
+    assert_eq!(keys, [sms_key, second_sms], "in order on the load's partition");
+
+    stop(relay_stop, relay).await;
+    let report = stop(consumer_stop, consumer).await.expect("consumer");
+    assert!(report.finished >= 4, "{report:?}");
+    env.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_malformed_record_goes_to_the_dlq_and_the_partition_goes_on() {
+    let env = Env::new("dlq", 1).await;
+    let (consumer_stop, consumer) = env.consumer(ConsumerConfig::default());
+
+    env.produce(&registration("L1")).await; // offset 0
+    env.produce_raw("L1", b"{\"not\": \"avro\"}", &[("source", "legacy-gateway")]).await; // offset 1
+    env.produce(&sms("L1", "sms-1", "ok")).await; // offset 2
+    let mut mismatched = sms("L2", "sms-2", "ok");
+    mismatched.load_id = "L2".into();
+    let value = encode_inbound(&mismatched);
+    env.produce_raw("L1", &value, &[]).await; // offset 3: keyed L1, about L2
+    env.produce(&sms("L1", "sms-3", "10-4")).await; // offset 4
+
+    eventually(20, "the records after the bad ones in the log", || async {
+        env.event_ids("L1").await.contains(&"sms-3".to_string())
+    })
+    .await;
+    assert_eq!(env.event_ids("L1").await, ["load_registered:L1", "sms-1", "sms-3"]);
+
+    let dead = env.topic(&env.kafka.dlq_topic).await;
+    assert_eq!(dead.len(), 2, "{dead:?}");
+    let first = &dead[0];
+    assert_eq!(first.key.as_deref(), Some("L1"), "the original key");
+    let original = first.to_record().expect("record").value;
+    assert_eq!(original.as_deref(), Some(&b"{\"not\": \"avro\"}"[..]), "the original bytes");
+    assert_eq!(header(first, "dlq-reason-kind"), Some("decode"));
+    assert_eq!(header(first, "dlq-error-code"), Some("bad_magic"));
+    assert!(header(first, "dlq-error").is_some_and(|e| e.contains("magic")), "{first:?}");
+    assert_eq!(header(first, "dlq-source-topic"), Some(env.kafka.events_topic.as_str()));
+    assert_eq!(header(first, "dlq-source-partition"), Some("0"));
+    assert_eq!(header(first, "dlq-source-offset"), Some("1"));
+    assert_eq!(header(first, "source"), Some("legacy-gateway"), "the original headers are kept");
+    let second = &dead[1];
+    assert_eq!(header(second, "dlq-reason-kind"), Some("invalid_event"));
+    assert_eq!(header(second, "dlq-error-code"), Some("key_mismatch"));
+    assert_eq!(header(second, "dlq-source-offset"), Some("3"));
+
+    let report = stop(consumer_stop, consumer).await.expect("consumer");
+    assert_eq!(report.dead_letters, 2, "{report:?}");
+    assert_eq!(env.committed(1).get(&0), Some(&5), "the partition moved past every record");
+    env.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_consumer_stopped_mid_stream_and_restarted_loses_nothing_and_publishes_no_action_twice() {
+    const LOADS: usize = 30;
+    let env = Env::new("restart", 4).await;
+    let loads: Vec<String> = (0..LOADS).map(|i| format!("R{i:03}")).collect();
+    let mut produced: HashMap<String, Vec<String>> = HashMap::new();
+    for load in &loads {
+        let events = [
+            registration(load),
+            ping_high(load, &format!("{load}-ping")),
+            sms(load, &format!("{load}-po"), "whats the po# for this one"),
+        ];
+        for e in &events {
+            env.produce(e).await;
+        }
+        produced.insert(load.clone(), events.iter().map(|e| e.event_id.clone()).collect());
+    }
+
+    // First run: stopped once a few loads are through, with records still in flight.
+    let slow = ConsumerConfig { max_concurrent_runs: 1, ..ConsumerConfig::default() };
+    let (consumer_stop, consumer) = env.consumer(slow);
+    let (relay_stop, relay) = env.relay();
+    eventually(20, "a few loads decided", || async {
+        let mut done = 0;
+        for load in &loads {
+            if env.event_ids(load).await.len() >= 2 {
+                done += 1;
+            }
+        }
+        done >= 5
+    })
+    .await;
+    let first = stop(consumer_stop, consumer).await.expect("first consumer");
+    stop(relay_stop, relay).await;
+
+    // Second run: everything is finished, each event once, each action once.
+    let (consumer_stop, consumer) = env.consumer(ConsumerConfig::default());
+    let (relay_stop, relay) = env.relay();
+    eventually(25, "every event and every outcome in the logs", || async {
+        for load in &loads {
+            let ids = env.event_ids(load).await;
+            // 3 events and the delivered outcomes of send_sms, set_timer and the PO reply.
+            if ids.len() < 6 {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    let second = stop(consumer_stop, consumer).await.expect("second consumer");
+    stop(relay_stop, relay).await;
+    eprintln!("first run: {first:?}\nsecond run: {second:?}");
+    assert!(first.finished > 0 && second.finished > 0, "both runs worked: {first:?} {second:?}");
+    assert!(first.finished < (LOADS * 3) as u64, "the first run was stopped mid-stream: {first:?}");
+
+    for load in &loads {
+        let ids = env.event_ids(load).await;
+        for id in &produced[load] {
+            assert_eq!(ids.iter().filter(|x| *x == id).count(), 1, "{load}: {id} once in {ids:?}");
+        }
+        let unique: HashSet<&String> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len(), "{load}: no event twice: {ids:?}");
+    }
+    let sms = env.topic(&env.kafka.actions_topic(load_agent_domain::Destination::Sms)).await;
+    assert_eq!(sms.len(), LOADS * 2, "an ETA request and a PO reply per load");
+    let mut keys = HashSet::new();
+    for r in &sms {
+        let key = header(r, "idempotency-key").expect("idempotency-key").to_owned();
+        assert!(keys.insert(key.clone()), "{key} published twice");
+    }
+    env.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_consumers_in_one_group_share_the_partitions_and_keep_each_loads_order() {
+    const LOADS: usize = 12;
+    const MESSAGES: usize = 6;
+    let env = Env::new("group", 4).await;
+    let loads: Vec<String> = (0..LOADS).map(|i| format!("G{i:03}")).collect();
+    // The first member runs one record at a time, so that it holds a backlog when it is revoked.
+    let (stop_a, a) = env.consumer(ConsumerConfig { max_concurrent_runs: 1, ..ConsumerConfig::default() });
+    for load in &loads {
+        env.produce(&registration(load)).await;
+    }
+    eventually(20, "the first member at work", || async { !env.event_ids(&loads[0]).await.is_empty() }).await;
+    // The second member joins while records flow: the first one's partitions are revoked
+    // (drained, committed) and the group's partitions are split between the two.
+    let (stop_b, b) = env.consumer(ConsumerConfig::default());
+    for m in 1..=MESSAGES {
+        for load in &loads {
+            env.produce(&sms(load, &format!("{load}-m{m}"), "ok")).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_messages_logged_in_order(&env, &loads, MESSAGES).await;
+    let report_a = stop(stop_a, a).await.expect("consumer a");
+    let report_b = stop(stop_b, b).await.expect("consumer b");
+    eprintln!("member a: {report_a:?}\nmember b: {report_b:?}");
+    assert!(
+        report_a.revocations >= 1,
+        "the first member gave partitions up when the second joined: {report_a:?}"
+    );
+    assert!(
+        report_a.received > 0 && report_b.received > 0,
+        "both members consumed: {report_a:?} {report_b:?}"
+    );
+    assert_eq!(
+        env.committed(4).values().sum::<i64>(),
+        (LOADS * (1 + MESSAGES)) as i64,
+        "everything committed"
+    );
+    env.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_partition_holding_too_many_records_is_paused_and_resumed() {
+    const LOADS: usize = 3;
+    const MESSAGES: usize = 30;
+    let env = Env::new("backpressure", 1).await;
+    let loads: Vec<String> = (0..LOADS).map(|i| format!("B{i:03}")).collect();
+    for load in &loads {
+        env.produce(&registration(load)).await;
+    }
+    for m in 1..=MESSAGES {
+        for load in &loads {
+            env.produce(&sms(load, &format!("{load}-m{m}"), "ok")).await;
+        }
+    }
+    let config =
+        ConsumerConfig { max_buffered_per_partition: 8, max_concurrent_runs: 1, ..ConsumerConfig::default() };
+    let (consumer_stop, consumer) = env.consumer(config);
+    assert_messages_logged_in_order(&env, &loads, MESSAGES).await;
+    let report = stop(consumer_stop, consumer).await.expect("consumer");
+    eprintln!("backpressure: {report:?}");
+    assert!(report.pauses >= 1, "the partition was paused: {report:?}");
+    // librdkafka drops what it prefetched for a paused partition; allow some slack all the same.
+    assert!(report.max_buffered <= 16, "at most about the bound is held: {report:?}");
+    assert_eq!(env.committed(1).get(&0), Some(&((LOADS * (1 + MESSAGES)) as i64)));
+    env.close().await;
+}
+
+/// A figure, not a check: records per second through the consumer (acknowledgement SMS, so
+/// every run is a filtered noop: the cost is the consumer, the store and Kafka, not deciding).
+/// `cargo test -p load-agent-kafka --release --test broker -- --ignored throughput --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a measurement; run it by name"]
+async fn throughput() {
+    const LOADS: usize = 200;
+    const MESSAGES: usize = 10;
+    let env = Env::new("throughput", 4).await;
+    let loads: Vec<String> = (0..LOADS).map(|i| format!("T{i:04}")).collect();
+    let registrations: Vec<InboundEvent> = loads.iter().map(|l| registration(l)).collect();
+    let messages: Vec<InboundEvent> =
+        (1..=MESSAGES).flat_map(|m| loads.iter().map(move |l| sms(l, &format!("{l}-m{m}"), "ok"))).collect();
+    let started = std::time::Instant::now();
+    futures::future::join_all(registrations.iter().map(|e| env.produce(e))).await;
+    // Ordered per load: each load's messages are queued in order on one partition.
+    futures::future::join_all(messages.iter().map(|e| env.produce(e))).await;
+    let produced = started.elapsed();
+    let started = std::time::Instant::now();
+    let (consumer_stop, consumer) = env.consumer(ConsumerConfig::default());
+    let total = LOADS * (1 + MESSAGES);
+    eventually(300, "every record committed", || async {
+        env.committed(4).values().sum::<i64>() == total as i64
+    })
+    .await;
+    let consumed = started.elapsed();
+    let report = stop(consumer_stop, consumer).await.expect("consumer");
+    eprintln!(
+        "throughput: {total} records produced in {produced:?}, consumed and committed in {consumed:?} ({:.0} records/s); {report:?}",
+        total as f64 / consumed.as_secs_f64()
+    );
+    env.close().await;
+}

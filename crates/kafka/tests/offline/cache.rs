@@ -1,0 +1,141 @@
+//! The snapshot cache over a real event store (SQLite): what a hit reads, what a commit keeps,
+//! what a conflict drops, and its bounds.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeZone, Utc};
+use load_agent_domain::{EventKind, InboundEvent, LogEntry, project_state};
+use load_agent_kafka::{CacheConfig, CacheWeigher, SnapshotCache};
+use load_agent_runtime::SnapshotSource;
+use load_agent_store::{
+    AppendError, AppendRequest, EventStore, NewOutboxRow, SqliteStore, StoreError, StoreOptions,
+};
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, 2, 13, 0, 0).single().unwrap_or_default()
+}
+
+fn sms(load: &str, id: &str) -> LogEntry {
+    LogEntry::Event(InboundEvent {
+        event_id: id.into(),
+        load_id: load.into(),
+        occurred_at: t0(),
+        kind: EventKind::Sms { from: "drv".into(), text: id.into() },
+    })
+}
+
+/// Counts whole-log reads and suffix reads.
+struct Counting {
+    inner: Arc<dyn EventStore>,
+    reads: AtomicUsize,
+    reads_since: AtomicUsize,
+}
+
+#[async_trait]
+impl EventStore for Counting {
+    async fn read(&self, load_id: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.inner.read(load_id).await
+    }
+    async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
+        self.reads_since.fetch_add(1, Ordering::Relaxed);
+        self.inner.read_since(load_id, version).await
+    }
+    async fn append(
+        &self,
+        load_id: &str,
+        entries: &[LogEntry],
+        expected_version: u64,
+        outbox: &[NewOutboxRow],
+    ) -> Result<u64, AppendError> {
+        self.inner.append(load_id, entries, expected_version, outbox).await
+    }
+    async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
+        self.inner.append_batch(requests).await
+    }
+    async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
+        self.inner.llm_cost(load_id).await
+    }
+    async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.inner.load_ids(limit).await
+    }
+}
+
+async fn store() -> Arc<Counting> {
+    let stores = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite").into_stores();
+    Arc::new(Counting { inner: stores.events, reads: AtomicUsize::new(0), reads_since: AtomicUsize::new(0) })
+}
+
+#[tokio::test]
+async fn a_hit_reads_only_the_entries_after_the_cached_version() {
+    let events = store().await;
+    events.append("L1", &[sms("L1", "a"), sms("L1", "b")], 0, &[]).await.expect("append");
+    let cache = SnapshotCache::new(events.clone(), CacheConfig::default());
+
+    let first = cache.snapshot("L1").await.expect("miss");
+    assert_eq!((first.version, events.reads.load(Ordering::Relaxed)), (2, 1));
+    // Another writer appends: the next hit reads the suffix only and applies it.
+    events.append("L1", &[sms("L1", "c")], 2, &[]).await.expect("append");
+    let second = cache.snapshot("L1").await.expect("hit");
+    assert_eq!(second.version, 3);
+    assert_eq!(events.reads.load(Ordering::Relaxed), 1, "no whole-log read on a hit");
+    assert_eq!(events.reads_since.load(Ordering::Relaxed), 1);
+    let (all, _) = events.inner.read("L1").await.expect("read");
+    assert_eq!(second, project_state("L1", &all), "the same state as a projection from scratch");
+    let stats = cache.stats();
+    assert_eq!((stats.hits, stats.misses), (1, 1));
+    assert!((stats.hit_rate() - 0.5).abs() < 1e-9);
+}
+
+#[tokio::test]
+async fn a_commit_is_applied_to_the_cached_state_and_a_conflict_drops_it() {
+    let events = store().await;
+    events.append("L1", &[sms("L1", "a")], 0, &[]).await.expect("append");
+    let cache = SnapshotCache::new(events.clone(), CacheConfig::default());
+    let before = cache.snapshot("L1").await.expect("miss");
+    let appended = [sms("L1", "b"), sms("L1", "c")];
+    let version = events.append("L1", &appended, before.version, &[]).await.expect("append");
+    cache.committed(&before, &appended, version).await;
+    let cached = cache.cached("L1").await.expect("kept after the commit");
+    assert_eq!(cached.version, 3);
+    assert!(cached.event_ids.contains("c"));
+
+    cache.invalidate("L1").await;
+    assert!(cache.cached("L1").await.is_none(), "a conflict drops the snapshot");
+    assert_eq!(cache.snapshot("L1").await.expect("miss").version, 3);
+    assert_eq!(events.reads.load(Ordering::Relaxed), 2, "read again after the invalidation");
+}
+
+#[tokio::test]
+async fn unknown_loads_are_not_cached_and_the_cache_is_bounded() {
+    let events = store().await;
+    let config = CacheConfig {
+        max_capacity: 3,
+        time_to_idle: Duration::from_secs(60),
+        weigher: CacheWeigher::Snapshots,
+    };
+    let cache = SnapshotCache::new(events.clone(), config);
+    assert_eq!(cache.snapshot("nobody").await.expect("empty log").version, 0);
+    assert!(cache.cached("nobody").await.is_none());
+    for i in 0..20 {
+        let load = format!("L{i}");
+        events.append(&load, &[sms(&load, "a")], 0, &[]).await.expect("append");
+        cache.snapshot(&load).await.expect("snapshot");
+    }
+    assert!(cache.len().await <= 3, "at most max_capacity snapshots: {}", cache.len().await);
+}
+
+#[tokio::test]
+async fn idle_snapshots_expire() {
+    let events = store().await;
+    events.append("L1", &[sms("L1", "a")], 0, &[]).await.expect("append");
+    let config = CacheConfig { time_to_idle: Duration::from_millis(50), ..CacheConfig::default() };
+    let cache = SnapshotCache::new(events.clone(), config);
+    cache.snapshot("L1").await.expect("miss");
+    assert!(cache.cached("L1").await.is_some());
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert!(cache.cached("L1").await.is_none(), "dropped after time_to_idle");
+}
