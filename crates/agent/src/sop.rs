@@ -432,7 +432,11 @@ pub fn spec_json_schema() -> serde_json::Value {
 }
 
 /// Checks a spec produced by a model (JSON) and renders it as the YAML a person reviews.
-pub fn spec_from_json(file: &str, spec: serde_json::Value, templates: &Templates) -> Result<(Sop, String), SopError> {
+pub fn spec_from_json(
+    file: &str,
+    spec: serde_json::Value,
+    templates: &Templates,
+) -> Result<(Sop, String), SopError> {
     let parsed: SopSpec = serde_json::from_value(spec.clone()).map_err(|e| {
         let (field, problem) = split_yaml_error(&e.to_string());
         SopError { file: file.into(), field, problem }

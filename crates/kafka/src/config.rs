@@ -67,7 +67,6 @@ impl KafkaConfig {
         topics.extend(ACTION_DESTINATIONS.iter().map(|d| self.actions_topic(*d)));
         topics
     }
-
 }
 
 #[cfg(feature = "broker")]

@@ -114,4 +114,3 @@ pub async fn dump(
     }
     Ok(summary)
 }
-

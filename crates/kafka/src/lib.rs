@@ -69,6 +69,6 @@ pub use produce::{
 };
 pub use record::InboundRecord;
 pub use replay::{ReplayError, ReplaySummary, replay, replay_records};
+pub use wiring::record_processor;
 #[cfg(feature = "broker")]
 pub use wiring::{kafka_relay, kafka_timer_pump};
-pub use wiring::record_processor;

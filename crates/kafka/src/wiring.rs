@@ -14,9 +14,9 @@ use load_agent_llm::LlmClient;
 use load_agent_runtime::{Clock, SnapshotSource, Worker, WorkerConfig};
 #[cfg(feature = "broker")]
 use load_agent_runtime::{LoadQueue, PumpConfig, Relay, RelayConfig, TimerPump};
-use load_agent_store::Stores;
 #[cfg(feature = "broker")]
 use load_agent_store::Outbox;
+use load_agent_store::Stores;
 #[cfg(feature = "broker")]
 use rdkafka::error::KafkaError;
 

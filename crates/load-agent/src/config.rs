@@ -257,7 +257,8 @@ impl LlmConfig {
     }
 
     pub fn settings(&self) -> Result<load_agent_llm::LlmSettings, ConfigError> {
-        load_agent_llm::LlmSettings::from_lookup(|n| self.lookup(n)).map_err(|e| bad(&llm_setting(&e.to_string()), e.to_string()))
+        load_agent_llm::LlmSettings::from_lookup(|n| self.lookup(n))
+            .map_err(|e| bad(&llm_setting(&e.to_string()), e.to_string()))
     }
 
     pub fn openai(&self) -> Result<Option<load_agent_llm_openai::OpenAiConfig>, ConfigError> {
@@ -335,7 +336,12 @@ pub struct WorkerSettings {
 
 impl Default for WorkerSettings {
     fn default() -> Self {
-        WorkerSettings { concurrency: 64, max_conflict_retries: 5, cache_capacity: 50_000, cache_idle_secs: 1800 }
+        WorkerSettings {
+            concurrency: 64,
+            max_conflict_retries: 5,
+            cache_capacity: 50_000,
+            cache_idle_secs: 1800,
+        }
     }
 }
 
@@ -397,7 +403,8 @@ fn bad(setting: &str, problem: impl Into<String>) -> ConfigError {
     ConfigError { setting: setting.into(), problem: problem.into() }
 }
 
-const SECTIONS: &[&str] = &["database", "kafka", "http", "llm", "relay", "timers", "worker", "log", "shutdown"];
+const SECTIONS: &[&str] =
+    &["database", "kafka", "http", "llm", "relay", "timers", "worker", "log", "shutdown"];
 
 impl Settings {
     /// Defaults, then `file` (if any), then `LOAD_AGENT_*` from `env`.
@@ -444,12 +451,21 @@ impl Settings {
             return Err(bad("database.url", "must start with sqlite:// or postgres://"));
         }
         if self.production() && !db.is_postgres() {
-            return Err(bad("database.url", "kafka.brokers is set (production mode): the store must be Postgres"));
+            return Err(bad(
+                "database.url",
+                "kafka.brokers is set (production mode): the store must be Postgres",
+            ));
         }
-        let addr: SocketAddr =
-            self.http.addr.parse().map_err(|e| bad("http.addr", format!("{:?} is not host:port ({e})", self.http.addr)))?;
+        let addr: SocketAddr = self
+            .http
+            .addr
+            .parse()
+            .map_err(|e| bad("http.addr", format!("{:?} is not host:port ({e})", self.http.addr)))?;
         if !addr.ip().is_loopback() && self.http.token.is_empty() {
-            return Err(bad("http.token", format!("required when http.addr ({addr}) is not a loopback address")));
+            return Err(bad(
+                "http.token",
+                format!("required when http.addr ({addr}) is not a loopback address"),
+            ));
         }
         let protocols = ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
         if !protocols.contains(&self.kafka.security_protocol.as_str()) {
@@ -461,7 +477,10 @@ impl Settings {
                 return Err(bad("kafka.sasl_mechanism", format!("one of {} with SASL", mechs.join(", "))));
             }
             if self.kafka.sasl_username.is_empty() || self.kafka.sasl_password.is_empty() {
-                return Err(bad("kafka.sasl_username", "SASL needs kafka.sasl_username and kafka.sasl_password"));
+                return Err(bad(
+                    "kafka.sasl_username",
+                    "SASL needs kafka.sasl_username and kafka.sasl_password",
+                ));
             }
         }
         if self.kafka.max_in_flight == 0 {
@@ -482,7 +501,8 @@ impl Settings {
         if self.relay.lease_secs < 10 {
             return Err(bad("relay.lease_secs", "must be at least 10"));
         }
-        load_agent_kafka::SendLimits::parse(&self.relay.send_limits).map_err(|e| bad("relay.send_limits", e))?;
+        load_agent_kafka::SendLimits::parse(&self.relay.send_limits)
+            .map_err(|e| bad("relay.send_limits", e))?;
         if self.kafka.partitions <= 0 {
             return Err(bad("kafka.partitions", "must be at least 1"));
         }
@@ -490,7 +510,10 @@ impl Settings {
             return Err(bad("log.format", "text or json"));
         }
         if self.worker.concurrency == 0 || self.worker.cache_capacity == 0 {
-            return Err(bad("worker.concurrency", "worker.concurrency and worker.cache_capacity must be positive"));
+            return Err(bad(
+                "worker.concurrency",
+                "worker.concurrency and worker.cache_capacity must be positive",
+            ));
         }
         Ok(())
     }

@@ -20,7 +20,8 @@ use serde::Deserialize;
 use crate::commands::store_cmds::inspect_text;
 
 /// Where `POST /events` puts an accepted event.
-pub type Publish = Arc<dyn Fn(InboundEvent) -> futures::future::BoxFuture<'static, Result<(), String>> + Send + Sync>;
+pub type Publish =
+    Arc<dyn Fn(InboundEvent) -> futures::future::BoxFuture<'static, Result<(), String>> + Send + Sync>;
 
 #[derive(Clone)]
 pub struct HttpState {
@@ -81,7 +82,11 @@ struct LoadQuery {
     format: Option<String>,
 }
 
-async fn get_load(State(state): State<HttpState>, Path(load_id): Path<String>, Query(q): Query<LoadQuery>) -> Response {
+async fn get_load(
+    State(state): State<HttpState>,
+    Path(load_id): Path<String>,
+    Query(q): Query<LoadQuery>,
+) -> Response {
     let text = q.format.as_deref() == Some("text");
     match inspect_text(&state.stores, &load_id, q.at, !text).await {
         Ok(Some(body)) => {
@@ -96,12 +101,17 @@ async fn get_load(State(state): State<HttpState>, Path(load_id): Path<String>, Q
 /// Accepts one event as JSON; 202 when queued, 400 with the reason when malformed.
 async fn post_event(State(state): State<HttpState>, body: axum::body::Bytes) -> Response {
     let Some(publish) = &state.publish else {
-        return (StatusCode::CONFLICT, "this role reads events from Kafka; POST /events is for the embedded mode\n")
+        return (
+            StatusCode::CONFLICT,
+            "this role reads events from Kafka; POST /events is for the embedded mode\n",
+        )
             .into_response();
     };
     let event: InboundEvent = match serde_json::from_slice(&body) {
         Ok(e) => e,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("invalid InboundEvent JSON: {e}\n")).into_response(),
+        Err(e) => {
+            return (StatusCode::BAD_REQUEST, format!("invalid InboundEvent JSON: {e}\n")).into_response();
+        }
     };
     let id = event.event_id.clone();
     match publish(event).await {

@@ -88,25 +88,36 @@ fn main() -> ExitCode {
         Command::Triage(c) => commands::triage::run(c),
         Command::Sop(c) => commands::sop::run(c, || load_settings(cli.config.as_deref())),
         Command::Eval(a) => commands::eval::run(a),
-        Command::Serve => with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::All)),
-        Command::Worker => with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::Worker)),
-        Command::Relay => with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::Relay)),
-        Command::TimerPump => {
-            with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::TimerPump))
+        Command::Serve => {
+            with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::All))
         }
+        Command::Worker => {
+            with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::Worker))
+        }
+        Command::Relay => {
+            with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::Relay))
+        }
+        Command::TimerPump => with_settings(cli.config.as_deref(), |s| {
+            commands::serve::run(s, commands::serve::Role::TimerPump)
+        }),
         Command::Demo(a) => commands::replay::run_demo(a),
         Command::Replay(a) => commands::replay::run_replay(a),
         #[cfg(feature = "kafka")]
         Command::Dump(a) => with_settings(cli.config.as_deref(), |s| commands::replay::run_dump(s, a)),
         Command::Migrate => with_settings(cli.config.as_deref(), commands::store_cmds::run_migrate),
         Command::Cost(a) => with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_cost(s, a)),
-        Command::Inspect(a) => with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_inspect(s, a)),
+        Command::Inspect(a) => {
+            with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_inspect(s, a))
+        }
         Command::Config { print } => match load_settings(cli.config.as_deref()) {
             Ok(s) => {
                 if print {
                     print!("{}", s.to_masked_toml());
                 } else {
-                    println!("configuration ok ({} mode)", if s.production() { "production" } else { "embedded" });
+                    println!(
+                        "configuration ok ({} mode)",
+                        if s.production() { "production" } else { "embedded" }
+                    );
                 }
                 0
             }

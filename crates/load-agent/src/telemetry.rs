@@ -46,11 +46,16 @@ pub const METRICS: &[(&str, &str)] = &[
 ];
 
 /// Samples the store-backed gauges every `every`.
-pub async fn sample_store_gauges(stores: Stores, every: Duration, mut shutdown: load_agent_runtime::Shutdown) {
+pub async fn sample_store_gauges(
+    stores: Stores,
+    every: Duration,
+    mut shutdown: load_agent_runtime::Shutdown,
+) {
     loop {
         let now = Utc::now();
         if let Ok(age) = stores.outbox.oldest_pending_age(now).await {
-            metrics::gauge!("load_agent_outbox_oldest_pending_seconds").set(age.map_or(0.0, |d| d.as_secs_f64()));
+            metrics::gauge!("load_agent_outbox_oldest_pending_seconds")
+                .set(age.map_or(0.0, |d| d.as_secs_f64()));
         }
         if let Ok(n) = stores.outbox.dead_since(now - chrono::Duration::hours(1)).await {
             metrics::gauge!("load_agent_outbox_dead_rows_last_hour").set(n as f64);

@@ -54,7 +54,12 @@ impl From<&OutboxRowView> for ActionStatus {
     }
 }
 
-pub fn view<'a>(load_id: &'a str, log: &'a [LogEntry], at: Option<u64>, rows: &'a [OutboxRowView]) -> LoadView<'a> {
+pub fn view<'a>(
+    load_id: &'a str,
+    log: &'a [LogEntry],
+    at: Option<u64>,
+    rows: &'a [OutboxRowView],
+) -> LoadView<'a> {
     let n = at.map_or(log.len(), |v| (v as usize).min(log.len()));
     let entries = &log[..n];
     LoadView {
@@ -97,8 +102,12 @@ pub fn describe_event(kind: &EventKind) -> String {
             format!("email from {from} [{}]: \"{}\"", clip(subject, 30), clip(text, 60))
         }
         EventKind::Slack { from, text } => format!("slack from {from}: \"{}\"", clip(text, 70)),
-        EventKind::Ping { stop, delay_risk, .. } => format!("ping stop {stop} delay risk {}", delay_risk.as_str()),
-        EventKind::TimerFired { ask_id, attempt, .. } => format!("timer fired for {ask_id} attempt {attempt}"),
+        EventKind::Ping { stop, delay_risk, .. } => {
+            format!("ping stop {stop} delay risk {}", delay_risk.as_str())
+        }
+        EventKind::TimerFired { ask_id, attempt, .. } => {
+            format!("timer fired for {ask_id} attempt {attempt}")
+        }
         EventKind::Attachment { from, filename, .. } => format!("attachment {filename} from {from}"),
         EventKind::StopStatus { stop, status, .. } => format!("stop {stop} {}", status.as_str()),
         EventKind::ActionOutcome { idempotency_key, status, .. } => {
@@ -138,7 +147,11 @@ pub fn render(view: &LoadView<'_>) -> String {
         "load {} — version {}{}",
         view.load_id,
         view.version,
-        if view.version < view.latest_version { format!(" of {}", view.latest_version) } else { String::new() }
+        if view.version < view.latest_version {
+            format!(" of {}", view.latest_version)
+        } else {
+            String::new()
+        }
     );
     // Delivered outcomes show as the action's status; their events and filtered decisions are
     // left out of the text (the JSON view keeps every entry).
@@ -147,7 +160,10 @@ pub fn render(view: &LoadView<'_>) -> String {
     for entry in view.entries {
         match entry {
             LogEntry::Event(e)
-                if matches!(e.kind, EventKind::ActionOutcome { status: load_agent_domain::OutcomeStatus::Delivered, .. }) =>
+                if matches!(
+                    e.kind,
+                    EventKind::ActionOutcome { status: load_agent_domain::OutcomeStatus::Delivered, .. }
+                ) =>
             {
                 delivered += 1;
                 skip_decision = true;
@@ -157,9 +173,17 @@ pub fn render(view: &LoadView<'_>) -> String {
                 let _ = writeln!(out, "  {}  {}", short_time(e.occurred_at), describe_event(&e.kind));
             }
             LogEntry::Decision(d) => {
-                let intent =
-                    d.intent.as_ref().map(|i| format!(" intent {} {:.2}", i.intent, i.probability)).unwrap_or_default();
-                let _ = writeln!(out, "      decision [{}]{intent}: {}", d.path.as_str(), clip(&d.rationale, 110));
+                let intent = d
+                    .intent
+                    .as_ref()
+                    .map(|i| format!(" intent {} {:.2}", i.intent, i.probability))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "      decision [{}]{intent}: {}",
+                    d.path.as_str(),
+                    clip(&d.rationale, 110)
+                );
                 for t in &d.transitions {
                     let step = t.step().map(|s| format!(" step {s}")).unwrap_or_default();
                     let _ = writeln!(out, "        {} {}{step}", t.kind_str(), t.ask_id());
@@ -180,7 +204,8 @@ pub fn render(view: &LoadView<'_>) -> String {
                         }
                         None => "not in outbox".to_string(),
                     };
-                    let attempt = a.ask.as_ref().map(|s| format!(" (attempt {})", s.attempt)).unwrap_or_default();
+                    let attempt =
+                        a.ask.as_ref().map(|s| format!(" (attempt {})", s.attempt)).unwrap_or_default();
                     let _ = writeln!(out, "        → {}{attempt}  [{delivery}]", describe_action(&a.body));
                 }
             }

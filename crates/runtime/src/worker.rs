@@ -339,7 +339,8 @@ fn record_decision_metrics(decision: &DecisionRecord) {
         metrics::counter!("load_agent_llm_calls_total", "method" => u.method.clone()).increment(1);
         if u.cost_usd > 0.0 {
             // Counted in micro-dollars: counters are integers.
-            metrics::counter!("load_agent_llm_cost_microusd_total").increment((u.cost_usd * 1e6).round() as u64);
+            metrics::counter!("load_agent_llm_cost_microusd_total")
+                .increment((u.cost_usd * 1e6).round() as u64);
         }
     }
 }

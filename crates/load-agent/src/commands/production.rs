@@ -25,8 +25,8 @@ mod imp {
 
     use load_agent_agent::Agent;
     use load_agent_kafka::{
-        CacheConfig, ConsumerConfig, KafkaConfig, SendLimits, consume, ensure_topics, kafka_relay, kafka_timer_pump,
-        record_processor,
+        CacheConfig, ConsumerConfig, KafkaConfig, SendLimits, consume, ensure_topics, kafka_relay,
+        kafka_timer_pump, record_processor,
     };
     use load_agent_runtime::{Clock, SystemClock, shutdown_channel};
     use tracing::{error, info, warn};
@@ -99,7 +99,8 @@ mod imp {
                 time_to_idle: Duration::from_secs(settings.worker.cache_idle_secs),
                 ..CacheConfig::default()
             };
-            let (processor, _cache) = record_processor(&stores, agent.clone(), llm.clone(), clock.clone(), rc.worker, cache);
+            let (processor, _cache) =
+                record_processor(&stores, agent.clone(), llm.clone(), clock.clone(), rc.worker, cache);
             let consumer = ConsumerConfig {
                 max_buffered_per_partition: settings.kafka.max_in_flight,
                 max_concurrent_runs: settings.worker.concurrency,
@@ -136,7 +137,11 @@ mod imp {
                 }
             }
         }
-        tasks.spawn(telemetry::sample_store_gauges(stores.clone(), Duration::from_secs(10), shutdown.clone()));
+        tasks.spawn(telemetry::sample_store_gauges(
+            stores.clone(),
+            Duration::from_secs(10),
+            shutdown.clone(),
+        ));
         let ready = Arc::new(AtomicBool::new(true));
         let token = Some(settings.http.token.expose().to_string()).filter(|t| !t.is_empty());
         let state = HttpState { stores, metrics, publish: None, token, ready: ready.clone() };
@@ -150,8 +155,8 @@ mod imp {
         info!(?role, brokers = %kafka.brokers, database = %settings.database.url.masked(), "load-agent serving (production mode)");
         let mut http_shutdown = shutdown.clone();
         let http = tokio::spawn(async move {
-            let server =
-                axum::serve(listener, router(state)).with_graceful_shutdown(async move { http_shutdown.recv().await });
+            let server = axum::serve(listener, router(state))
+                .with_graceful_shutdown(async move { http_shutdown.recv().await });
             if let Err(e) = server.await {
                 error!(error = %e, "http server failed");
             }

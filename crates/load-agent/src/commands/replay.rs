@@ -168,7 +168,8 @@ async fn demo(args: &DemoArgs) -> u8 {
             }
         }
     }
-    let line = |m: &BTreeMap<&str, usize>| m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ");
+    let line =
+        |m: &BTreeMap<&str, usize>| m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ");
     let files: Vec<String> = args.dumps.iter().map(|d| d.display().to_string()).collect();
     let _ = writeln!(out, "== summary: {} loads from {}", ids.len(), files.join(", "));
     let _ = writeln!(

@@ -61,7 +61,10 @@ pub fn runtime_config(settings: &Settings) -> RuntimeConfig {
                 ..RetryPolicy::default()
             },
         },
-        pump: PumpConfig { batch: settings.timers.batch as usize, poll_interval: Duration::from_secs(settings.timers.poll_secs) },
+        pump: PumpConfig {
+            batch: settings.timers.batch as usize,
+            poll_interval: Duration::from_secs(settings.timers.poll_secs),
+        },
         queue_capacity: None,
     }
 }
@@ -117,7 +120,8 @@ async fn serve_embedded(settings: &Settings) -> u8 {
     let debug_pii = settings.log.debug_pii;
     let fakes = FakeServices::new().with_hook(move |d| {
         let text = d.text.as_deref().unwrap_or("");
-        let shown = if debug_pii { text.to_string() } else { format!("<{} chars redacted>", text.chars().count()) };
+        let shown =
+            if debug_pii { text.to_string() } else { format!("<{} chars redacted>", text.chars().count()) };
         info!(
             destination = d.destination.as_str(),
             load_id = %d.load_id,
@@ -159,7 +163,8 @@ async fn serve_embedded(settings: &Settings) -> u8 {
     info!(addr = %settings.http.addr, database = %settings.database.url.masked(), "load-agent serving (embedded mode)");
     let mut http_shutdown = shutdown.clone();
     let http = tokio::spawn(async move {
-        let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move { http_shutdown.recv().await });
+        let server = axum::serve(listener, router(state))
+            .with_graceful_shutdown(async move { http_shutdown.recv().await });
         if let Err(e) = server.await {
             error!(error = %e, "http server failed");
         }

@@ -86,7 +86,12 @@ pub fn run(cmd: SopCommand, settings: impl FnOnce() -> Result<crate::config::Set
             match SopRegistry::load_dir(&dir, &templates) {
                 Ok(reg) => {
                     for sop in reg.iter() {
-                        println!("ok  {} v{} ({} ask rules)", sop.spec.id, sop.spec.version, sop.spec.asks.len());
+                        println!(
+                            "ok  {} v{} ({} ask rules)",
+                            sop.spec.id,
+                            sop.spec.version,
+                            sop.spec.asks.len()
+                        );
                     }
                     0
                 }

@@ -16,8 +16,13 @@ pub async fn compile(
     source: &str,
     text: &str,
 ) -> Result<String, String> {
-    let req = SopExtractionRequest { sop_id: sop_id.to_string(), text: text.to_string(), spec_schema: spec_json_schema() };
-    let out = llm.extract_sop(&req).await.map_err(|e| format!("{source}: the model could not compile it: {e}"))?;
+    let req = SopExtractionRequest {
+        sop_id: sop_id.to_string(),
+        text: text.to_string(),
+        spec_schema: spec_json_schema(),
+    };
+    let out =
+        llm.extract_sop(&req).await.map_err(|e| format!("{source}: the model could not compile it: {e}"))?;
     let (sop, yaml) = spec_from_json(source, out.value.spec, templates).map_err(|e| e.to_string())?;
     Ok(format!(
         "# Compiled from {source} by `load-agent sop compile` (model {}, ${:.4}).\n\
@@ -53,9 +58,15 @@ mod tests {
                 "escalation": [{"action": "create_hero_task", "urgent": true, "template": "hero_call_driver_eta"}]}}
         });
         llm.script_extract_sop(FakeLlm::answer(LlmMethod::ExtractSop, ExtractedSop { spec }));
-        let yaml = compile(&llm, &templates, "client_c", "client_c.md", "Ask the driver 3 times every 15 minutes...")
-            .await
-            .expect("compiles");
+        let yaml = compile(
+            &llm,
+            &templates,
+            "client_c",
+            "client_c.md",
+            "Ask the driver 3 times every 15 minutes...",
+        )
+        .await
+        .expect("compiles");
         assert!(yaml.contains("retry_after_minutes: 15") && yaml.contains("Review every rule"));
         let body: String = yaml.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n");
         load_agent_agent::parse_sop("check", &body, &templates).expect("the output parses back as an SOP");

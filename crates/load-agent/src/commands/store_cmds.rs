@@ -135,7 +135,11 @@ pub fn run_inspect(settings: &Settings, args: InspectArgs) -> u8 {
                 0
             }
             Ok(None) => {
-                eprintln!("load-agent inspect: no load {:?} in {}", args.load_id, settings.database.url.masked());
+                eprintln!(
+                    "load-agent inspect: no load {:?} in {}",
+                    args.load_id,
+                    settings.database.url.masked()
+                );
                 1
             }
             Err(e) => {
