@@ -107,6 +107,8 @@ impl KafkaConfig {
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest")
             .set("enable.partition.eof", "false")
+            // Statistics every 10 s feed the consumer-lag metric.
+            .set("statistics.interval.ms", "10000")
             // Bounds what librdkafka prefetches per partition; the consumer bounds the rest.
             .set("queued.max.messages.kbytes", "16384");
         self.with_overrides(c)

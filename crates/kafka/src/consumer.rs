@@ -378,7 +378,24 @@ pub struct PartitionContext {
     shared: Arc<Shared>,
 }
 
-impl ClientContext for PartitionContext {}
+impl ClientContext for PartitionContext {
+    /// librdkafka's statistics (every `statistics.interval.ms`): the consumer lag per partition.
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        for (topic, t) in &statistics.topics {
+            for (partition, p) in &t.partitions {
+                // -1 marks an internal partition or one with no committed position yet.
+                if *partition >= 0 && p.consumer_lag >= 0 {
+                    metrics::gauge!(
+                        "load_agent_consumer_lag",
+                        "topic" => topic.clone(),
+                        "partition" => partition.to_string()
+                    )
+                    .set(p.consumer_lag as f64);
+                }
+            }
+        }
+    }
+}
 
 impl ConsumerContext for PartitionContext {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {

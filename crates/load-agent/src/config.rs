@@ -113,7 +113,7 @@ pub struct KafkaSettings {
     pub group_id: String,
     pub events_topic: String,
     pub dlq_topic: String,
-    /// Action topics are `<actions_topic_prefix><service>`.
+    /// Action topics are `<actions_topic_prefix>.<service>`.
     pub actions_topic_prefix: String,
     /// A Confluent-compatible schema registry; empty means the embedded registry.
     pub schema_registry_url: String,
@@ -140,7 +140,7 @@ impl Default for KafkaSettings {
             group_id: "load-agent".into(),
             events_topic: "load-agent.events".into(),
             dlq_topic: "load-agent.events.dlq".into(),
-            actions_topic_prefix: "load-agent.actions.".into(),
+            actions_topic_prefix: "load-agent.actions".into(),
             schema_registry_url: String::new(),
             security_protocol: "PLAINTEXT".into(),
             sasl_mechanism: String::new(),

@@ -20,8 +20,16 @@ pub fn init_logs(settings: &LogSettings) {
 /// Installs the Prometheus recorder and describes every metric.
 pub fn init_metrics() -> Result<PrometheusHandle, String> {
     let handle = PrometheusBuilder::new().install_recorder().map_err(|e| format!("metrics recorder: {e}"))?;
+    // Every named metric is present from the start (at zero), so dashboards and alerts see it
+    // before the first event; labeled series appear as they are used.
     for (name, help) in METRICS {
-        metrics::describe_counter!(*name, *help);
+        if name.ends_with("_total") {
+            metrics::describe_counter!(*name, *help);
+            metrics::counter!(*name).increment(0);
+        } else {
+            metrics::describe_gauge!(*name, *help);
+            metrics::gauge!(*name).set(0.0);
+        }
     }
     Ok(handle)
 }
@@ -42,6 +50,9 @@ pub const METRICS: &[(&str, &str)] = &[
     ("load_agent_cache_hits_total", "LoadState snapshot cache hits."),
     ("load_agent_cache_misses_total", "LoadState snapshot cache misses."),
     ("load_agent_invalid_events_total", "Events refused as invalid (to the DLQ)."),
+    ("load_agent_dead_letters_total", "Records sent to the DLQ."),
+    ("load_agent_relay_sends_total", "Relay sends, by destination and result."),
+    ("load_agent_duplicate_action_keys_total", "Decisions that reused a committed action key."),
     ("load_agent_ops_alerts_total", "Ops alerts (Hero-channel and internal action failures)."),
 ];
 

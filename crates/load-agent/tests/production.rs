@@ -1,0 +1,241 @@
+//! `load-agent serve` in production mode against the real Kafka-protocol broker and Postgres:
+//! Avro events in, decisions in Postgres, action records on the action topics, the named metrics
+//! on `/metrics`, and a SIGTERM that stops it within the grace period.
+//!
+//! Needs `KAFKA_BROKERS` and `DATABASE_URL`: run `./scripts/test.sh`, which starts both.
+#![cfg(feature = "kafka")]
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use load_agent_domain::{
+    Contact, EventKind, InboundEvent, Language, LoadRegistered, RiskBand, Role, Stop, StopKind,
+};
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: run ./scripts/test.sh"))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn at(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s).expect("time").with_timezone(&Utc)
+}
+
+fn registration(load_id: &str) -> InboundEvent {
+    let t = |s: &str| DateTime::parse_from_rfc3339(s).expect("time");
+    let load = LoadRegistered {
+        load_id: load_id.into(),
+        client: "client_a".into(),
+        sop_version: None,
+        contacts: vec![Contact {
+            id: "drv".into(),
+            role: Role::Driver,
+            name: "Luis".into(),
+            phone: Some("+13125550111".into()),
+            email: None,
+            slack: None,
+            language: Language::En,
+        }],
+        stops: vec![
+            Stop {
+                sequence: 1,
+                kind: StopKind::Pickup,
+                name: "Acme DC".into(),
+                address: "1 Dock Rd".into(),
+                appointment: t("2026-03-02T08:00:00-06:00"),
+                po_numbers: vec!["55821".into()],
+                reference: None,
+            },
+            Stop {
+                sequence: 2,
+                kind: StopKind::Delivery,
+                name: "Store 88".into(),
+                address: "88 Main St".into(),
+                appointment: t("2026-03-02T16:00:00-05:00"),
+                po_numbers: vec![],
+                reference: None,
+            },
+        ],
+        reefer: None,
+    };
+    InboundEvent {
+        event_id: format!("reg-{load_id}"),
+        load_id: load_id.into(),
+        occurred_at: at("2026-03-02T12:50:00Z"),
+        kind: EventKind::LoadRegistered { load },
+    }
+}
+
+struct Service(Child);
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
+}
+
+async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let resp = reqwest::get(format!("http://127.0.0.1:{port}{path}")).await.ok()?;
+    let status = resp.status().as_u16();
+    Some((status, resp.text().await.ok()?))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_in_production_mode_decides_from_kafka_and_publishes_actions() {
+    let brokers = env("KAFKA_BROKERS");
+    let base_url = env("DATABASE_URL");
+    let run = format!("prod{}", std::process::id());
+    // A fresh database for this test.
+    let admin = sqlx::PgPool::connect(&base_url).await.expect("Postgres is reachable");
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {run}")).execute(&admin).await.expect("drop");
+    sqlx::query(&format!("CREATE DATABASE {run}")).execute(&admin).await.expect("create database");
+    let db_url = match base_url.rsplit_once('/') {
+        Some((prefix, _)) => format!("{prefix}/{run}"),
+        None => panic!("DATABASE_URL has no database name"),
+    };
+    let port = free_port();
+    let prefix = format!("{run}.");
+    let child = Command::new(env!("CARGO_BIN_EXE_load-agent"))
+        .arg("serve")
+        .env("LOAD_AGENT_KAFKA_BROKERS", &brokers)
+        .env("LOAD_AGENT_DATABASE_URL", &db_url)
+        .env("LOAD_AGENT_KAFKA_EVENTS_TOPIC", format!("{prefix}events"))
+        .env("LOAD_AGENT_KAFKA_DLQ_TOPIC", format!("{prefix}events.dlq"))
+        .env("LOAD_AGENT_KAFKA_ACTIONS_TOPIC_PREFIX", format!("{prefix}actions"))
+        .env("LOAD_AGENT_KAFKA_GROUP_ID", format!("{run}-group"))
+        .env("LOAD_AGENT_KAFKA_CREATE_TOPICS", "true")
+        .env("LOAD_AGENT_KAFKA_PARTITIONS", "3")
+        .env("LOAD_AGENT_HTTP_ADDR", format!("127.0.0.1:{port}"))
+        .env("LOAD_AGENT_SHUTDOWN_GRACE_SECS", "15")
+        .env("LOAD_AGENT_TIMERS_POLL_SECS", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start load-agent serve");
+    let mut service = Service(child);
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while http_get(port, "/readyz").await.map(|r| r.0) != Some(200) {
+        assert!(Instant::now() < deadline, "serve did not become ready");
+        if let Ok(Some(status)) = service.0.try_wait() {
+            panic!("serve exited early: {status}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // A plain Kafka client publishes Avro events (Confluent framing), keyed by load_id.
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("partitioner", "murmur2_random")
+        .create()
+        .expect("producer");
+    let load_id = format!("{run}-L1");
+    let ping = InboundEvent {
+        event_id: format!("{load_id}-ping"),
+        load_id: load_id.clone(),
+        occurred_at: at("2026-03-02T13:00:00Z"),
+        kind: EventKind::Ping {
+            stop: 1,
+            delay_risk: RiskBand::High,
+            recorded_at: at("2026-03-02T13:00:00Z"),
+            lat: None,
+            lon: None,
+        },
+    };
+    for event in [registration(&load_id), ping] {
+        let bytes = load_agent_avro::encode_inbound(&event);
+        producer
+            .send(
+                FutureRecord::to(&format!("{prefix}events")).key(&load_id).payload(&bytes),
+                Duration::from_secs(10),
+            )
+            .await
+            .map_err(|(e, _)| e)
+            .expect("produce");
+    }
+
+    // The decision lands in Postgres (read through GET /loads/{id}).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let view = loop {
+        if let Some((200, body)) = http_get(port, &format!("/loads/{load_id}")).await
+            && body.contains("send_sms")
+        {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "no decision for {load_id}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let view: serde_json::Value = serde_json::from_str(&view).expect("json");
+    assert_eq!(view["state"]["open_asks"][0]["ask_type"], "eta_request");
+
+    // The SMS command is on the sms action topic with its idempotency key header.
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("group.id", format!("{run}-reader"))
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .expect("consumer");
+    consumer.subscribe(&[&format!("{prefix}actions.sms")]).expect("subscribe");
+    let want = format!("{load_id}/ask:eta_request:{load_id}-ping/1/send_sms");
+    let found = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let Ok(m) = consumer.recv().await else { continue };
+            let key = m
+                .headers()
+                .and_then(|h| h.iter().find(|x| x.key == "idempotency-key").and_then(|x| x.value))
+                .map(|v| String::from_utf8_lossy(v).into_owned());
+            if key.as_deref() == Some(want.as_str()) {
+                let cmd = load_agent_avro::decode_action_command(m.payload().unwrap_or_default())
+                    .expect("ActionCommand");
+                return cmd;
+            }
+        }
+    })
+    .await
+    .expect("the SMS command reaches load-agent.actions.sms");
+    assert_eq!(found.load_id, load_id);
+
+    // The named metrics are on /metrics.
+    let (status, metrics) = http_get(port, "/metrics").await.expect("metrics");
+    assert_eq!(status, 200);
+    for name in [
+        "load_agent_outbox_oldest_pending_seconds",
+        "load_agent_outbox_dead_rows_last_hour",
+        "load_agent_timer_lag_seconds",
+        "load_agent_conflicts_total",
+        "load_agent_consumer_lag",
+        "load_agent_cache_hits_total",
+        "load_agent_decisions_total",
+        "load_agent_llm_calls_total",
+        "load_agent_llm_cost_microusd_total",
+    ] {
+        assert!(metrics.contains(name), "/metrics lacks {name}");
+    }
+    assert!(metrics.contains("load_agent_decisions_total{path=\"sop\"}"), "decisions by path");
+
+    // SIGTERM: it stops within the grace period.
+    let pid = service.0.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let stop_deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Ok(Some(s)) = service.0.try_wait() {
+            break s;
+        }
+        assert!(Instant::now() < stop_deadline, "serve did not stop within the grace period");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(status.success(), "serve exited with {status}");
+    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {run}")).execute(&admin).await;
+    admin.close().await;
+}
