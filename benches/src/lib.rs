@@ -1,0 +1,1 @@
+//! Criterion benchmarks for the workspace crates live in `benches/`; this library is empty.
