@@ -31,7 +31,7 @@ for key in ("LOAD_AGENT_DATABASE_URL", "LOAD_AGENT_KAFKA_BROKERS"):
 print(f"  ok ({len(compose.service_names())} services)")
 PY
 echo "Dockerfile:"
-for needle in "^FROM rust:1.95" "cargo build --release --locked -p load-agent" "^USER 10001" "^ENTRYPOINT"; do
+for needle in "^FROM rust:1.95" "cargo build --release --locked -p load-agent --features kafka" "^USER 10001" "^ENTRYPOINT"; do
   grep -qE "$needle" Dockerfile || { echo "Dockerfile: expected a line matching '$needle'" >&2; exit 1; }
 done
 echo "  ok"

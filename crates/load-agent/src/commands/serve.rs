@@ -133,11 +133,24 @@ async fn serve_embedded(settings: &Settings) -> u8 {
             d.kind.as_str()
         );
     });
+    // Per-contact send limits: an action over a limit waits in the outbox (never dropped).
+    let limits = match load_agent_kafka::SendLimits::parse(&settings.relay.send_limits) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("load-agent serve: relay.send_limits: {e}");
+            return 2;
+        }
+    };
+    let clock: Arc<dyn load_agent_runtime::Clock> = Arc::new(SystemClock);
+    let limited = load_agent_store::Stores {
+        outbox: Arc::new(load_agent_kafka::ContactLimitedOutbox::new(stores.outbox.clone(), &limits, clock.clone())),
+        ..stores.clone()
+    };
     let rt = Arc::new(InProcessRuntime::new(
-        stores.clone(),
+        limited,
         agent,
         llm,
-        Arc::new(SystemClock),
+        clock.clone(),
         fakes,
         runtime_config(settings),
     ));
