@@ -39,6 +39,8 @@ pub mod log_entry;
 pub mod registry;
 #[cfg(feature = "registry-client")]
 pub mod registry_client;
+#[cfg(feature = "registry-stub")]
+pub mod registry_stub;
 pub mod wire;
 
 pub use action_command::{ActionCommand, decode_action_command, encode_action_command};

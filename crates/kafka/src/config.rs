@@ -40,6 +40,32 @@ pub struct KafkaConfig {
     pub send_timeout: Duration,
     /// Extra librdkafka properties applied last, to every client (e.g. security settings).
     pub client_overrides: Vec<(String, String)>,
+    /// The schema ids producers frame records with: the embedded registry's fixed ids, or the
+    /// ids a Confluent-compatible registry gave (`registry::register_schemas`).
+    pub schema_ids: SchemaIds,
+}
+
+/// The writer schema ids of the records load-agent produces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchemaIds {
+    pub inbound_event: load_agent_avro::SchemaId,
+    pub action_command: load_agent_avro::SchemaId,
+}
+
+impl SchemaIds {
+    /// The fixed ids of `schemas/avro/ids.json`.
+    pub fn embedded() -> Self {
+        SchemaIds {
+            inbound_event: load_agent_avro::inbound::latest_inbound_schema_id(),
+            action_command: load_agent_avro::action_command::latest_action_command_schema_id(),
+        }
+    }
+}
+
+impl Default for SchemaIds {
+    fn default() -> Self {
+        Self::embedded()
+    }
 }
 
 impl KafkaConfig {
@@ -53,6 +79,7 @@ impl KafkaConfig {
             group_id: GROUP_ID.into(),
             send_timeout: Duration::from_secs(30),
             client_overrides: Vec::new(),
+            schema_ids: SchemaIds::embedded(),
         }
     }
 

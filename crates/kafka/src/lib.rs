@@ -17,6 +17,8 @@
 //! - [`limit`]: [`ContactLimitedOutbox`], the per-contact send limit (governor) in front of
 //!   the relay.
 //! - [`admin`]: [`ensure_topics`], creating the topics.
+//! - [`registry`]: a Confluent-compatible schema registry: registering our schemas (producer
+//!   ids) and decoding records framed with its ids (feature `broker`).
 //! - [`dump`], [`replay`], [`dump_spec`]: `load-agent dump`, `load-agent replay`, and the
 //!   generator of the recorded dumps under `evals/dumps/`.
 //! - [`wiring`]: the relay and timer pump of a Kafka deployment (feature `broker`);
@@ -47,13 +49,15 @@ pub mod process;
 #[cfg(feature = "broker")]
 pub mod produce;
 pub mod record;
+#[cfg(feature = "broker")]
+pub mod registry;
 pub mod replay;
 pub mod wiring;
 
 #[cfg(feature = "broker")]
 pub use admin::ensure_topics;
 pub use cache::{CacheConfig, CacheStats, CacheWeigher, SnapshotCache};
-pub use config::{ACTION_DESTINATIONS, DLQ_TOPIC, EVENTS_TOPIC, GROUP_ID, KafkaConfig};
+pub use config::{ACTION_DESTINATIONS, DLQ_TOPIC, EVENTS_TOPIC, GROUP_ID, KafkaConfig, SchemaIds};
 #[cfg(feature = "broker")]
 pub use consumer::{ConsumeReport, ConsumerConfig, ConsumerError, consume};
 pub use dump::{DumpRecord, read_dump, write_dump};
@@ -68,6 +72,8 @@ pub use produce::{
     AddressBook, DlqProducer, KafkaDestinations, KafkaEventPublisher, Producer, SnapshotAddressBook, Written,
 };
 pub use record::InboundRecord;
+#[cfg(feature = "broker")]
+pub use registry::register_schemas;
 pub use replay::{ReplayError, ReplaySummary, replay, replay_records};
 pub use wiring::record_processor;
 #[cfg(feature = "broker")]

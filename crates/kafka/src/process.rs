@@ -126,14 +126,63 @@ impl RecordOutcome {
 }
 
 /// Runs records through the load worker.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RecordProcessor {
     worker: Arc<Worker>,
+    /// Decodes records framed with a Confluent-compatible registry's ids; `None`: the
+    /// embedded registry.
+    #[cfg(feature = "broker")]
+    registry: Option<Arc<load_agent_avro::registry_client::RegistryClient>>,
+}
+
+impl std::fmt::Debug for RecordProcessor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordProcessor").finish_non_exhaustive()
+    }
 }
 
 impl RecordProcessor {
     pub fn new(worker: Arc<Worker>) -> Self {
-        RecordProcessor { worker }
+        RecordProcessor {
+            worker,
+            #[cfg(feature = "broker")]
+            registry: None,
+        }
+    }
+
+    /// Decodes values through a Confluent-compatible schema registry (writer schemas fetched by
+    /// id and cached). A registry that cannot answer leaves the record for a retry; a value it
+    /// cannot decode goes to the DLQ.
+    #[cfg(feature = "broker")]
+    pub fn with_registry(mut self, registry: Arc<load_agent_avro::registry_client::RegistryClient>) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    async fn decode(&self, record: &InboundRecord) -> Result<load_agent_domain::InboundEvent, RecordOutcome> {
+        #[cfg(feature = "broker")]
+        if let Some(registry) = &self.registry {
+            use load_agent_avro::registry_client::RegistryClientError;
+            let event = match registry.decode_inbound(record.value.as_deref().unwrap_or_default()).await {
+                Ok(event) => event,
+                Err(e) if e.is_retryable() => {
+                    return Err(RecordOutcome::Retry { reason: format!("schema registry: {e}") });
+                }
+                Err(RegistryClientError::Decode(e)) => {
+                    return Err(RecordOutcome::DeadLetter(DeadLetter::decode(&e)));
+                }
+                Err(e) => {
+                    return Err(RecordOutcome::DeadLetter(DeadLetter {
+                        kind: DeadLetterKind::Decode,
+                        code: "registry",
+                        error: e.to_string(),
+                        field: None,
+                    }));
+                }
+            };
+            return key_checked(record, event).map_err(RecordOutcome::DeadLetter);
+        }
+        checked_event(record).map_err(RecordOutcome::DeadLetter)
     }
 
     pub fn worker(&self) -> &Arc<Worker> {
@@ -142,8 +191,8 @@ impl RecordProcessor {
 
     /// The unit of work: decode, check the key, run the worker.
     pub async fn process(&self, record: &InboundRecord) -> RecordOutcome {
-        let outcome = match checked_event(record) {
-            Err(dead) => RecordOutcome::DeadLetter(dead),
+        let outcome = match self.decode(record).await {
+            Err(outcome) => outcome,
             Ok(event) => match self.worker.process_one(event).await {
                 RunOutcome::Committed { decision, version, .. } => {
                     RecordOutcome::Committed { decision, version }
@@ -175,6 +224,14 @@ impl RecordProcessor {
 pub fn checked_event(record: &InboundRecord) -> Result<load_agent_domain::InboundEvent, DeadLetter> {
     let event =
         decode_inbound(record.value.as_deref().unwrap_or_default()).map_err(|e| DeadLetter::decode(&e))?;
+    key_checked(record, event)
+}
+
+/// The record key must be the payload's `load_id`.
+fn key_checked(
+    record: &InboundRecord,
+    event: load_agent_domain::InboundEvent,
+) -> Result<load_agent_domain::InboundEvent, DeadLetter> {
     let Some(key) = record.key_str() else {
         return Err(DeadLetter::missing_key());
     };

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use load_agent_avro::{Addresses, encode_action_command, encode_inbound};
+use load_agent_avro::Addresses;
+use load_agent_avro::action_command::encode_action_command_with_id;
+use load_agent_avro::inbound::encode_inbound_with_id;
 use load_agent_domain::{Destination, InboundEvent};
 use load_agent_runtime::{
     ActionCommand, Delivery, DeliveryError, Destinations, LoadQueue, QueueError, Receipt, SnapshotSource,
@@ -207,8 +209,13 @@ impl Destinations for KafkaDestinations {
                 .map_err(|e| DeliveryError::Retryable(format!("resolving the contact's addresses: {e}")))?,
             _ => Addresses::NONE,
         };
-        let value =
-            encode_action_command(&command.action, &command.load_id, command.load_version, &addresses);
+        let value = encode_action_command_with_id(
+            self.config.schema_ids.action_command,
+            &command.action,
+            &command.load_id,
+            command.load_version,
+            &addresses,
+        );
         let topic = self.config.actions_topic(destination);
         let kind = command.kind();
         let headers: [(&str, &[u8]); 2] = [
@@ -231,6 +238,7 @@ pub struct KafkaEventPublisher {
     producer: Producer,
     topic: String,
     source: String,
+    schema_id: load_agent_avro::SchemaId,
 }
 
 impl std::fmt::Debug for KafkaEventPublisher {
@@ -247,11 +255,12 @@ impl KafkaEventPublisher {
             producer: Producer::new(config)?,
             topic: config.events_topic.clone(),
             source: source.into(),
+            schema_id: config.schema_ids.inbound_event,
         })
     }
 
     pub async fn publish_event(&self, event: &InboundEvent) -> Result<Written, KafkaError> {
-        let value = encode_inbound(event);
+        let value = encode_inbound_with_id(self.schema_id, event);
         let headers: [(&str, &[u8]); 1] = [(HEADER_SOURCE, self.source.as_bytes())];
         self.producer.send(&self.topic, Some(event.load_id.as_bytes()), Some(&value), &headers).await
     }

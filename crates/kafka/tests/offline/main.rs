@@ -4,4 +4,5 @@
 
 mod cache;
 mod dumps;
+mod registry;
 mod send_limit;

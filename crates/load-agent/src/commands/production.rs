@@ -61,7 +61,33 @@ mod imp {
             Ok(s) => s,
             Err(c) => return c,
         };
-        let kafka = kafka_config(settings);
+        let mut kafka = kafka_config(settings);
+        // A Confluent-compatible registry, when configured, gives the schema ids; otherwise the
+        // embedded registry's fixed ids frame every record.
+        let registry = if settings.kafka.schema_registry_url.is_empty() {
+            None
+        } else {
+            let client = match load_agent_avro::registry_client::RegistryClient::new(
+                &settings.kafka.schema_registry_url,
+            ) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("load-agent: kafka.schema_registry_url: {e}");
+                    return 2;
+                }
+            };
+            match load_agent_kafka::register_schemas(&client, &kafka).await {
+                Ok(ids) => kafka.schema_ids = ids,
+                Err(e) => {
+                    eprintln!(
+                        "load-agent: registering schemas at {}: {e}",
+                        settings.kafka.schema_registry_url
+                    );
+                    return 1;
+                }
+            }
+            Some(Arc::new(client))
+        };
         if settings.kafka.create_topics
             && let Err(e) = ensure_topics(&kafka, &kafka.all_topics(), settings.kafka.partitions, 1).await
         {
@@ -99,8 +125,11 @@ mod imp {
                 time_to_idle: Duration::from_secs(settings.worker.cache_idle_secs),
                 ..CacheConfig::default()
             };
-            let (processor, _cache) =
+            let (mut processor, _cache) =
                 record_processor(&stores, agent.clone(), llm.clone(), clock.clone(), rc.worker, cache);
+            if let Some(r) = &registry {
+                processor = processor.with_registry(r.clone());
+            }
             let consumer = ConsumerConfig {
                 max_buffered_per_partition: settings.kafka.max_in_flight,
                 max_concurrent_runs: settings.worker.concurrency,

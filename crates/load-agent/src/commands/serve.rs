@@ -143,17 +143,15 @@ async fn serve_embedded(settings: &Settings) -> u8 {
     };
     let clock: Arc<dyn load_agent_runtime::Clock> = Arc::new(SystemClock);
     let limited = load_agent_store::Stores {
-        outbox: Arc::new(load_agent_kafka::ContactLimitedOutbox::new(stores.outbox.clone(), &limits, clock.clone())),
+        outbox: Arc::new(load_agent_kafka::ContactLimitedOutbox::new(
+            stores.outbox.clone(),
+            &limits,
+            clock.clone(),
+        )),
         ..stores.clone()
     };
-    let rt = Arc::new(InProcessRuntime::new(
-        limited,
-        agent,
-        llm,
-        clock.clone(),
-        fakes,
-        runtime_config(settings),
-    ));
+    let rt =
+        Arc::new(InProcessRuntime::new(limited, agent, llm, clock.clone(), fakes, runtime_config(settings)));
     let (trigger, shutdown) = shutdown_channel();
     let mut tasks = rt.spawn_loops(settings.worker.concurrency, Arc::new(LogDeadLetters), shutdown.clone());
     tasks.spawn(telemetry::sample_store_gauges(stores.clone(), Duration::from_secs(10), shutdown.clone()));
