@@ -89,7 +89,12 @@ fn arriving_at_a_pickup_enters_at_pickup() {
     let t = triggers_of(&base(), stop_status("a1", at("2026-03-02T13:00:00Z"), 1, StopStatusKind::Arrived));
     assert_eq!(
         t,
-        [Trigger::StageEntered { stage: Stage::AtPickup, from: Stage::ToPickup, stop: 1, departed_stop: None }]
+        [Trigger::StageEntered {
+            stage: Stage::AtPickup,
+            from: Stage::ToPickup,
+            stop: 1,
+            departed_stop: None
+        }]
     );
 }
 
@@ -116,7 +121,10 @@ fn delivered_at_the_last_stop_is_terminal() {
     let t = triggers_of(&log, stop_status("dl", at("2026-03-02T21:00:00Z"), 2, StopStatusKind::Delivered));
     assert!(matches!(t.as_slice(), [Trigger::StageEntered { stage: Stage::Delivered, .. }]));
     log.push(stop_status("dl", at("2026-03-02T21:00:00Z"), 2, StopStatusKind::Delivered));
-    assert!(triggers_of(&log, stop_status("a2b", at("2026-03-02T21:05:00Z"), 2, StopStatusKind::Arrived)).is_empty());
+    assert!(
+        triggers_of(&log, stop_status("a2b", at("2026-03-02T21:05:00Z"), 2, StopStatusKind::Arrived))
+            .is_empty()
+    );
 }
 
 #[test]
@@ -124,13 +132,23 @@ fn stale_stop_statuses_produce_nothing() {
     let mut log = base();
     log.push(stop_status("a2", at("2026-03-02T20:00:00Z"), 2, StopStatusKind::Arrived));
     // behind the current stop
-    assert!(triggers_of(&log, stop_status("a1", at("2026-03-02T20:05:00Z"), 1, StopStatusKind::Arrived)).is_empty());
-    // does not change the stage
-    assert!(triggers_of(&log, stop_status("a2b", at("2026-03-02T20:06:00Z"), 2, StopStatusKind::Arrived)).is_empty());
-    // departing the last stop, delivered at a stop that is not the last
-    assert!(triggers_of(&log, stop_status("d2", at("2026-03-02T20:07:00Z"), 2, StopStatusKind::Departed)).is_empty());
     assert!(
-        triggers_of(&base(), stop_status("x", at("2026-03-02T20:07:00Z"), 1, StopStatusKind::Delivered)).is_empty()
+        triggers_of(&log, stop_status("a1", at("2026-03-02T20:05:00Z"), 1, StopStatusKind::Arrived))
+            .is_empty()
+    );
+    // does not change the stage
+    assert!(
+        triggers_of(&log, stop_status("a2b", at("2026-03-02T20:06:00Z"), 2, StopStatusKind::Arrived))
+            .is_empty()
+    );
+    // departing the last stop, delivered at a stop that is not the last
+    assert!(
+        triggers_of(&log, stop_status("d2", at("2026-03-02T20:07:00Z"), 2, StopStatusKind::Departed))
+            .is_empty()
+    );
+    assert!(
+        triggers_of(&base(), stop_status("x", at("2026-03-02T20:07:00Z"), 1, StopStatusKind::Delivered))
+            .is_empty()
     );
 }
 

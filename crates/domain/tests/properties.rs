@@ -22,8 +22,11 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     let band = prop_oneof![Just(RiskBand::Low), Just(RiskBand::Medium), Just(RiskBand::High)];
-    let status =
-        prop_oneof![Just(StopStatusKind::Arrived), Just(StopStatusKind::Departed), Just(StopStatusKind::Delivered)];
+    let status = prop_oneof![
+        Just(StopStatusKind::Arrived),
+        Just(StopStatusKind::Departed),
+        Just(StopStatusKind::Delivered)
+    ];
     prop_oneof![
         (1u32..=3, band, -30i64..120).prop_map(|(stop, band, minutes)| Op::Ping { stop, band, minutes }),
         (0u32..=3, status).prop_map(|(stop, status)| Op::Status { stop, status }),
@@ -49,9 +52,13 @@ fn build_log(ops: &[Op]) -> Vec<LogEntry> {
         let when = start + Duration::minutes(i as i64);
         let ask_id = |a: &u8| ask_id_for(&format!("open{a}"), "eta_request");
         match op {
-            Op::Ping { stop, band, minutes } => log.push(ping(&id, start + Duration::minutes(*minutes), *stop, *band)),
+            Op::Ping { stop, band, minutes } => {
+                log.push(ping(&id, start + Duration::minutes(*minutes), *stop, *band))
+            }
             Op::Status { stop, status } => log.push(stop_status(&id, when, *stop, *status)),
-            Op::Message => log.push(event(&id, when, EventKind::Sms { from: "drv".into(), text: "ok".into() })),
+            Op::Message => {
+                log.push(event(&id, when, EventKind::Sms { from: "drv".into(), text: "ok".into() }))
+            }
             Op::Open { ask, stop } => {
                 let t = AskTransition::AskOpened {
                     ask_id: ask_id(ask),
@@ -74,17 +81,26 @@ fn build_log(ops: &[Op]) -> Vec<LogEntry> {
                 log.push(LogEntry::Decision(decision(&id, when, vec![t], vec![])));
             }
             Op::Resolve { ask } => {
-                let t = AskTransition::AskResolved { ask_id: ask_id(ask), resolved_by: id.clone(), resolved_at: when };
+                let t = AskTransition::AskResolved {
+                    ask_id: ask_id(ask),
+                    resolved_by: id.clone(),
+                    resolved_at: when,
+                };
                 log.push(LogEntry::Decision(decision(&id, when, vec![t], vec![])));
             }
             Op::Cancel { ask } => {
-                let t = AskTransition::AskCancelled { ask_id: ask_id(ask), reason: "test".into(), cancelled_at: when };
+                let t = AskTransition::AskCancelled {
+                    ask_id: ask_id(ask),
+                    reason: "test".into(),
+                    cancelled_at: when,
+                };
                 log.push(LogEntry::Decision(decision(&id, when, vec![t], vec![])));
             }
             Op::Block { contact } => {
                 let mut d = decision(&id, when, vec![], vec![]);
                 let contact_id = if *contact { "drv" } else { "disp" };
-                d.contact_updates.push(ContactUpdate::SmsBlocked { contact_id: contact_id.into(), reason: "x".into() });
+                d.contact_updates
+                    .push(ContactUpdate::SmsBlocked { contact_id: contact_id.into(), reason: "x".into() });
                 log.push(LogEntry::Decision(d));
             }
             Op::Action { kind } => {

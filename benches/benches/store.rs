@@ -1,0 +1,426 @@
+//! Store throughput (issue 3): append on SQLite and Postgres with 1 and 16 concurrent loads, the
+//! batched append (several loads per transaction), read + project for logs of 10, 100 and 1,000
+//! entries, and outbox claim + mark.
+//!
+//! Every append has the agent's shape, as `../shared/bench/pglimit/append.sql`: one inbound
+//! entry, one decision entry and two outbox rows (send_sms, set_timer), at an expected version.
+//!
+//! Postgres: `BENCH_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/bench`), one fresh
+//! schema per run, dropped at the end. SQLite: a file in a temporary directory (WAL,
+//! synchronous=FULL). Run with `cargo bench -p load-agent-benches --bench store`; see
+//! `docs/performance.md` for the figures and the raw pgbench ceiling measured next to them.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use load_agent_domain::*;
+use load_agent_store::{AppendRequest, NewOutboxRow, PgStore, SqliteStore, StoreOptions, Stores};
+
+const DEFAULT_BENCH_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/bench";
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+fn base_time() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, 2, 13, 0, 0).single().expect("a valid time")
+}
+
+/// The backends under test; the Postgres schema is dropped by [`Backends::close`].
+struct Backends {
+    sqlite: Stores,
+    postgres: Stores,
+    pg_store: PgStore,
+    _sqlite_dir: tempfile::TempDir,
+}
+
+impl Backends {
+    async fn open() -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let sqlite = SqliteStore::open(dir.path().join("bench.db")).await.expect("open SQLite").into_stores();
+        let url =
+            std::env::var("BENCH_DATABASE_URL").unwrap_or_else(|_| DEFAULT_BENCH_DATABASE_URL.to_owned());
+        let schema = format!("bench_store_{}", uuid::Uuid::new_v4().simple());
+        let options = StoreOptions { max_connections: 24, ..StoreOptions::default() };
+        let pg_store = PgStore::connect_in_schema_with(&url, &schema, &options).await.unwrap_or_else(|e| {
+            panic!(
+                "the store benches need Postgres at {url} (set BENCH_DATABASE_URL; create it with \
+                 `createdb -h 127.0.0.1 -U postgres bench`): {e}"
+            )
+        });
+        Backends { sqlite, postgres: pg_store.clone().into_stores(), pg_store, _sqlite_dir: dir }
+    }
+
+    fn each(&self) -> [(&'static str, &Stores); 2] {
+        [("sqlite", &self.sqlite), ("postgres", &self.postgres)]
+    }
+
+    async fn close(self) {
+        let Backends { postgres, pg_store, .. } = self;
+        drop(postgres);
+        if let Err(e) = pg_store.drop_schema().await {
+            eprintln!("could not drop the bench schema: {e}");
+        }
+    }
+}
+
+fn registered(load: &str) -> LogEntry {
+    let at = |h: i32, s: &str| {
+        DateTime::parse_from_rfc3339(s)
+            .expect("a valid time")
+            .with_timezone(&chrono::FixedOffset::west_opt(h * 3600).expect("a valid offset"))
+    };
+    let contact = |id: &str, role, phone: Option<&str>, email: Option<&str>| Contact {
+        id: id.into(),
+        role,
+        name: format!("{id} name"),
+        phone: phone.map(Into::into),
+        email: email.map(Into::into),
+        slack: None,
+        language: Language::En,
+    };
+    LogEntry::Event(InboundEvent {
+        event_id: format!("reg_{load}"),
+        load_id: load.into(),
+        occurred_at: base_time(),
+        kind: EventKind::LoadRegistered {
+            load: LoadRegistered {
+                load_id: load.into(),
+                client: "client_a".into(),
+                sop_version: Some(1),
+                contacts: vec![
+                    contact("drv", Role::Driver, Some("+13125550111"), None),
+                    contact("disp", Role::CarrierDispatcher, None, Some("dana@carrier.example")),
+                ],
+                stops: vec![
+                    Stop {
+                        sequence: 1,
+                        kind: StopKind::Pickup,
+                        name: "Acme DC".into(),
+                        address: "1 Dock Rd, Joliet, IL".into(),
+                        appointment: at(6, "2026-03-02T08:00:00-06:00"),
+                        po_numbers: vec!["55821".into()],
+                        reference: None,
+                    },
+                    Stop {
+                        sequence: 2,
+                        kind: StopKind::Delivery,
+                        name: "Store 88".into(),
+                        address: "88 Main St, Dayton, OH".into(),
+                        appointment: at(5, "2026-03-02T16:00:00-05:00"),
+                        po_numbers: vec![],
+                        reference: None,
+                    },
+                ],
+                reefer: None,
+            },
+        },
+    })
+}
+
+/// One append of the agent's shape: an inbound SMS (about 300 bytes of text), its decision
+/// (taking a step of an ask: an SMS and a timer, about 700 bytes encoded) and the decision's
+/// two outbox rows. `n` numbers the append within its load; the log is at `version` before it.
+fn agent_append(load: &str, n: u64, version: u64) -> (Vec<LogEntry>, Vec<NewOutboxRow>) {
+    let at = base_time() + TimeDelta::seconds(i64::try_from(n).unwrap_or(0) * 60 + 60);
+    let event_id = format!("sms_{n}");
+    let inbound = LogEntry::Event(InboundEvent {
+        event_id: event_id.clone(),
+        load_id: load.into(),
+        occurred_at: at,
+        kind: EventKind::Sms {
+            from: "drv".into(),
+            text: format!(
+                "{n}: {}",
+                "running about twenty minutes late, traffic on I-80 near the Joliet exit; ".repeat(4)
+            ),
+        },
+    });
+    let ask_id = ask_id_for(&event_id, ask_types::ETA_REQUEST);
+    let step = AskStepRef { ask_id: ask_id.clone(), ask_type: ask_types::ETA_REQUEST.into(), attempt: 1 };
+    let tid = timer_id(load, &ask_id, 1);
+    let fire_at = at + TimeDelta::minutes(30);
+    let mut keys = ActionKeys::new(load, &event_id);
+    keys.step(
+        step.clone(),
+        ActionBody::SendSms {
+            to: "drv".into(),
+            body: "Hi Luis, what is your ETA to Acme DC? Reply with a time.".into(),
+        },
+    );
+    keys.step(
+        step,
+        ActionBody::SetTimer { timer_id: tid.clone(), ask_id: ask_id.clone(), attempt: 1, fire_at },
+    );
+    let sop = SopRef { id: "client_a".into(), version: 1 };
+    let decision = DecisionRecord {
+        decision_id: decision_id_for(&event_id),
+        load_id: load.into(),
+        trigger_event_id: event_id.clone(),
+        trigger_kind: "sms".into(),
+        decided_at: at + TimeDelta::seconds(1),
+        sop: Some(sop.clone()),
+        path: DecisionPath::Triage,
+        transitions: vec![
+            AskTransition::AskOpened {
+                ask_id: ask_id.clone(),
+                ask_type: ask_types::ETA_REQUEST.into(),
+                target_contact: "drv".into(),
+                sop,
+                opened_at: at,
+                max_attempts: 2,
+                stop_sequence: Some(1),
+            },
+            AskTransition::AskStepTaken {
+                ask_id,
+                step: 1,
+                step_kind: StepKind::Attempt,
+                timer: Some(TimerRef { timer_id: tid, fire_at }),
+            },
+        ],
+        contact_updates: vec![],
+        actions: keys.into_actions(),
+        rationale:
+            "The driver reports a delay without an ETA; client_a's SOP asks for one and waits 30 minutes."
+                .into(),
+        intent: Some(IntentRecord { intent: "delay_report".into(), probability: 0.91 }),
+        llm_usage: vec![LlmUsage {
+            method: "triage".into(),
+            model_id: "typesafe-decision-1".into(),
+            input_tokens: 640,
+            output_tokens: 12,
+            cost_usd: 0.0004,
+            latency_ms: 38,
+        }],
+    };
+    let new_version = version + 2;
+    let rows = decision
+        .effective_actions()
+        .map(|a| NewOutboxRow {
+            id: a.key.clone(),
+            load_id: load.into(),
+            destination: a.body.destination().expect("an effective action has a destination"),
+            action: a.clone(),
+            load_version: new_version,
+        })
+        .collect();
+    (vec![inbound, LogEntry::Decision(decision)], rows)
+}
+
+/// Appends on `concurrency` loads at once, each load by its own task, `iters` appends per load;
+/// returns the time of the appends only (the entries are built before).
+async fn appends(stores: &Stores, concurrency: usize, iters: u64) -> Duration {
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let work: Vec<_> = (0..concurrency)
+        .map(|task| {
+            let load = format!("append-{run}-{task}");
+            let appends: Vec<_> = (0..iters).map(|n| agent_append(&load, n, 2 * n)).collect();
+            (load, appends)
+        })
+        .collect();
+    let start = Instant::now();
+    let tasks: Vec<_> = work
+        .into_iter()
+        .map(|(load, appends)| {
+            let events = stores.events.clone();
+            tokio::spawn(async move {
+                let mut version = 0;
+                for (entries, rows) in appends {
+                    version = events.append(&load, &entries, version, &rows).await.expect("append");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("append task");
+    }
+    start.elapsed()
+}
+
+/// `tasks` tasks, each committing `per_batch` loads per transaction, `iters` batches each.
+async fn batched_appends(stores: &Stores, tasks: usize, per_batch: usize, iters: u64) -> Duration {
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let work: Vec<Vec<Vec<AppendRequest>>> = (0..tasks)
+        .map(|task| {
+            (0..iters)
+                .map(|n| {
+                    (0..per_batch)
+                        .map(|i| {
+                            let load = format!("batch-{run}-{task}-{i}");
+                            let (entries, outbox) = agent_append(&load, n, 2 * n);
+                            AppendRequest { load_id: load, entries, expected_version: 2 * n, outbox }
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let start = Instant::now();
+    let handles: Vec<_> = work
+        .into_iter()
+        .map(|batches| {
+            let events = stores.events.clone();
+            tokio::spawn(async move {
+                for batch in batches {
+                    for result in events.append_batch(batch).await {
+                        result.expect("batched append");
+                    }
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.await.expect("batch task");
+    }
+    start.elapsed()
+}
+
+fn append(c: &mut Criterion) {
+    let rt = runtime();
+    let backends = rt.block_on(Backends::open());
+    let mut group = c.benchmark_group("store_append");
+    group.sample_size(10).measurement_time(Duration::from_secs(15)).warm_up_time(Duration::from_secs(3));
+    for (name, stores) in backends.each() {
+        for concurrency in [1usize, 16] {
+            group.throughput(Throughput::Elements(concurrency as u64));
+            group.bench_function(BenchmarkId::new(name, format!("{concurrency}_loads")), |b| {
+                b.to_async(&rt).iter_custom(|iters| appends(stores, concurrency, iters));
+            });
+        }
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("store_append_batch");
+    group.sample_size(10).measurement_time(Duration::from_secs(15)).warm_up_time(Duration::from_secs(3));
+    let (tasks, per_batch) = (4usize, 10usize);
+    group.throughput(Throughput::Elements((tasks * per_batch) as u64));
+    for (name, stores) in backends.each() {
+        group.bench_function(BenchmarkId::new(name, format!("{tasks}x{per_batch}_loads_per_tx")), |b| {
+            b.to_async(&rt).iter_custom(|iters| batched_appends(stores, tasks, per_batch, iters));
+        });
+    }
+    group.finish();
+    rt.block_on(backends.close());
+}
+
+fn read_project(c: &mut Criterion) {
+    let rt = runtime();
+    let backends = rt.block_on(Backends::open());
+    let mut group = c.benchmark_group("store_read_project");
+    group.sample_size(20);
+    for (name, stores) in backends.each() {
+        for entries in [10u64, 100, 1000] {
+            let load = format!("read-{entries}");
+            rt.block_on(async {
+                let events = &stores.events;
+                let mut version = events.append(&load, &[registered(&load)], 0, &[]).await.expect("register");
+                for n in 0..(entries - 1) / 2 {
+                    let (log, rows) = agent_append(&load, n, version);
+                    version = events.append(&load, &log, version, &rows).await.expect("append");
+                }
+                while version < entries {
+                    let filler = LogEntry::Event(InboundEvent {
+                        event_id: format!("ping_{version}"),
+                        load_id: load.clone(),
+                        occurred_at: base_time() + TimeDelta::hours(20),
+                        kind: EventKind::Ping {
+                            stop: 1,
+                            delay_risk: RiskBand::Low,
+                            recorded_at: base_time() + TimeDelta::hours(20),
+                            lat: None,
+                            lon: None,
+                        },
+                    });
+                    version = events.append(&load, &[filler], version, &[]).await.expect("append");
+                }
+                assert_eq!(events.read(&load).await.expect("read").1, entries);
+            });
+            group.throughput(Throughput::Elements(entries));
+            group.bench_function(BenchmarkId::new(name, format!("{entries}_entries")), |b| {
+                b.to_async(&rt).iter(|| async {
+                    let (log, version) = stores.events.read(&load).await.expect("read");
+                    let state = project_state(&load, &log);
+                    assert_eq!(state.version, version);
+                    black_box(state)
+                });
+            });
+        }
+    }
+    group.finish();
+    rt.block_on(backends.close());
+}
+
+/// Commits `rows` due outbox rows (two per load, on two destinations, so every row is the head
+/// of its queue) with batched appends; untimed preparation.
+async fn prepare_rows(stores: &Stores, rows: u64) {
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let loads = rows.div_ceil(2);
+    let requests: Vec<AppendRequest> = (0..loads)
+        .map(|i| {
+            let load = format!("claim-{run}-{i}");
+            let (entries, mut outbox) = agent_append(&load, 0, 0);
+            if i == loads - 1 && rows % 2 == 1 {
+                outbox.truncate(1);
+            }
+            AppendRequest { load_id: load, entries, expected_version: 0, outbox }
+        })
+        .collect();
+    for chunk in requests.chunks(50) {
+        for result in stores.events.append_batch(chunk.to_vec()).await {
+            result.expect("prepare outbox rows");
+        }
+    }
+}
+
+/// Claims batches of 64 and marks every row dispatched, concurrently or one at a time.
+async fn claim_and_mark(stores: &Stores, iters: u64, concurrent_marks: bool) -> Duration {
+    prepare_rows(stores, iters).await;
+    let now = base_time() + TimeDelta::days(1);
+    let outbox = stores.outbox.clone();
+    let start = Instant::now();
+    let mut done = 0u64;
+    while done < iters {
+        let rows = outbox.pending(64, now).await.expect("claim");
+        if rows.is_empty() {
+            break;
+        }
+        done += rows.len() as u64;
+        if concurrent_marks {
+            let marks = rows.iter().map(|r| outbox.mark_dispatched(&r.id, r.claim_token, "receipt-1", now));
+            for result in futures::future::join_all(marks).await {
+                result.expect("mark");
+            }
+        } else {
+            for r in &rows {
+                outbox.mark_dispatched(&r.id, r.claim_token, "receipt-1", now).await.expect("mark");
+            }
+        }
+    }
+    start.elapsed()
+}
+
+fn claim_mark(c: &mut Criterion) {
+    let rt = runtime();
+    let backends = rt.block_on(Backends::open());
+    let mut group = c.benchmark_group("store_outbox_claim_mark");
+    group.sample_size(10).measurement_time(Duration::from_secs(10)).warm_up_time(Duration::from_secs(2));
+    group.throughput(Throughput::Elements(1));
+    for (name, stores) in backends.each() {
+        for (label, concurrent) in [("batch64_concurrent_marks", true), ("batch64_sequential_marks", false)] {
+            group.bench_function(BenchmarkId::new(name, label), |b| {
+                b.to_async(&rt).iter_custom(|iters| claim_and_mark(stores, iters, concurrent));
+            });
+        }
+    }
+    group.finish();
+    rt.block_on(backends.close());
+}
+
+criterion_group!(benches, append, read_project, claim_mark);
+criterion_main!(benches);

@@ -1,0 +1,55 @@
+//! The per-load append-only log (ADR 0001, ADR 0003).
+
+use async_trait::async_trait;
+use load_agent_domain::LogEntry;
+
+use crate::error::{AppendError, StoreError};
+use crate::outbox::NewOutboxRow;
+
+/// One load's append, for [`EventStore::append_batch`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppendRequest {
+    pub load_id: String,
+    pub entries: Vec<LogEntry>,
+    pub expected_version: u64,
+    pub outbox: Vec<NewOutboxRow>,
+}
+
+/// The log of every load. A load's version is the seq of its last entry, which is also its
+/// number of entries (seqs are 1..n, contiguous).
+///
+/// Entries are stored as Avro bytes with the id of their writer schema, beside plain columns
+/// (kind, entry id, recorded_at, LLM cost) so that audits are SQL.
+#[async_trait]
+pub trait EventStore: Send + Sync {
+    /// The whole log of a load and its version (`(vec![], 0)` for an unknown load).
+    async fn read(&self, load_id: &str) -> Result<(Vec<LogEntry>, u64), StoreError>;
+
+    /// The entries after `version` and the current version: the suffix of [`read`](Self::read)
+    /// for incremental projection.
+    async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError>;
+
+    /// Appends `entries` and writes `outbox` rows in ONE transaction, only if the log is still
+    /// at `expected_version`; returns the new version. On any error nothing is written.
+    ///
+    /// Outbox rows need the entries that decide them: rows without entries are refused. Each
+    /// row's `created_at` is the latest `recorded_at` of the appended entries (the decision's
+    /// time), never the database clock.
+    async fn append(
+        &self,
+        load_id: &str,
+        entries: &[LogEntry],
+        expected_version: u64,
+        outbox: &[NewOutboxRow],
+    ) -> Result<u64, AppendError>;
+
+    /// Several loads' appends in one transaction, for throughput: each request is all or
+    /// nothing with its own version check, and gets its own result, in order.
+    async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>>;
+
+    /// The total LLM cost recorded in a load's log (a SQL sum over the plain cost column).
+    async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError>;
+
+    /// Up to `limit` load ids that have a log, in id order.
+    async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError>;
+}

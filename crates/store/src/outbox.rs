@@ -1,0 +1,166 @@
+//! The transactional outbox (ADR 0003): rows are written by [`EventStore::append`] in the
+//! decision's transaction and handed to relays through claims with leases.
+//!
+//! [`EventStore::append`]: crate::EventStore::append
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use load_agent_domain::{Action, Destination};
+use uuid::Uuid;
+
+use crate::error::{ClaimError, StoreError};
+
+/// The default claim lease (ADR 0003).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(90);
+
+/// An outbox row to write with an append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewOutboxRow {
+    /// The action's idempotency key; unique across the outbox.
+    pub id: String,
+    pub load_id: String,
+    pub destination: Destination,
+    /// Stored as the serde JSON text of the action.
+    pub action: Action,
+    /// The version the decision committed at; rows of a load are handed out in
+    /// `(load_version, insertion)` order per destination.
+    pub load_version: u64,
+}
+
+/// A row handed to one relay by [`Outbox::pending`]. `claim_token` holds the row until
+/// `lease_until` or until the row is marked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedRow {
+    pub id: String,
+    pub load_id: String,
+    pub destination: Destination,
+    pub action: Action,
+    pub load_version: u64,
+    pub claim_token: Uuid,
+    pub lease_until: DateTime<Utc>,
+    /// Failed attempts before this claim.
+    pub attempts: u32,
+    /// When the row was first claimed: the anchor of the retry budget.
+    pub first_attempt_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What happens to a row after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextAttempt {
+    /// Hand the row out again at or after this time.
+    RetryAt(DateTime<Utc>),
+    /// Give up: the row is dead and never handed out again.
+    Dead,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OutboxStatus {
+    /// Not yet delivered: new, claimed, waiting for a retry or deferred.
+    Pending,
+    Dispatched,
+    Dead,
+}
+
+impl OutboxStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboxStatus::Pending => "pending",
+            OutboxStatus::Dispatched => "dispatched",
+            OutboxStatus::Dead => "dead",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "pending" => Some(OutboxStatus::Pending),
+            "dispatched" => Some(OutboxStatus::Dispatched),
+            "dead" => Some(OutboxStatus::Dead),
+            _ => None,
+        }
+    }
+}
+
+/// One outbox row as `inspect` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxRowView {
+    pub id: String,
+    pub load_id: String,
+    pub destination: Destination,
+    pub action: Action,
+    pub load_version: u64,
+    pub status: OutboxStatus,
+    pub attempts: u32,
+    pub first_attempt_at: Option<DateTime<Utc>>,
+    /// The current claim's lease, if the row is claimed (possibly expired).
+    pub lease_until: Option<DateTime<Utc>>,
+    pub retry_at: Option<DateTime<Utc>>,
+    pub last_failure: Option<String>,
+    pub receipt: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub dispatched_at: Option<DateTime<Utc>>,
+    pub dead_at: Option<DateTime<Utc>>,
+}
+
+/// Claims, marks and monitoring queries of the outbox. Every time is passed in.
+///
+/// Claim rules:
+/// - a row is handed out when it is pending, due (`retry_at` passed or unset) and has no live
+///   lease; an expired lease hands it over with a fresh token;
+/// - per load and destination, rows are handed out in commit order `(load_version,
+///   insertion)`: a row waits while an earlier pending row of its load and destination
+///   exists (claimed, waiting for a retry or deferred); dispatched and dead rows do not block;
+/// - a mark needs the token of the current claim; a row taken over or already marked gives
+///   [`StaleClaimError`](crate::StaleClaimError).
+#[async_trait]
+pub trait Outbox: Send + Sync {
+    /// Claims up to `limit` due rows with a fresh claim token each and a lease of the store's
+    /// lease duration from `now` (90 s by default). Sets `first_attempt_at` on a first claim.
+    async fn pending(&self, limit: usize, now: DateTime<Utc>) -> Result<Vec<ClaimedRow>, StoreError>;
+
+    /// The action was delivered; `receipt` is the service's reference.
+    async fn mark_dispatched(
+        &self,
+        id: &str,
+        token: Uuid,
+        receipt: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError>;
+
+    /// An attempt failed: counts it, records `failure` and either schedules a retry or buries
+    /// the row. Releases the claim.
+    async fn mark_failed(
+        &self,
+        id: &str,
+        token: Uuid,
+        failure: &str,
+        next: NextAttempt,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError>;
+
+    /// Releases the claim until `until` without counting an attempt (a rate limit). A row not
+    /// tried yet (`attempts == 0`) also forgets its `first_attempt_at`, so the wait does not spend
+    /// its retry budget: the next claim starts it.
+    async fn mark_deferred(
+        &self,
+        id: &str,
+        token: Uuid,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError>;
+
+    /// `Ok` when `token` still holds the row with a live lease at `now`: the re-check right
+    /// before a send. An expired lease is stale here even before another relay takes over.
+    async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError>;
+
+    /// Age of the oldest pending row (by insertion order), `None` when nothing is pending.
+    async fn oldest_pending_age(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError>;
+
+    /// Number of rows that died at or after `since`.
+    async fn dead_since(&self, since: DateTime<Utc>) -> Result<u64, StoreError>;
+
+    /// Every outbox row of a load in commit order, for `inspect`.
+    async fn rows_for_load(&self, load_id: &str) -> Result<Vec<OutboxRowView>, StoreError>;
+}

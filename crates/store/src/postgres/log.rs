@@ -1,0 +1,281 @@
+//! `EventStore` on Postgres.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use load_agent_domain::LogEntry;
+use sqlx::postgres::PgRow;
+use sqlx::{Executor, Postgres, Row};
+
+use super::{PgStore, unique_violation};
+use crate::codec::{EncodedAppend, copy_refusal, decode_log_stream, encode_append, limit_i64, to_u64};
+use crate::error::{AppendError, StoreError};
+use crate::event_store::{AppendRequest, EventStore};
+use crate::outbox::NewOutboxRow;
+
+/// One append as one statement: the version check and the duplicate checks decide whether the
+/// two inserts write anything; the statement returns what it saw. Mirrors the pglimit shape
+/// (read max seq, insert the log rows under PK (load_id, seq) and unique (load_id, entry_id),
+/// insert the outbox rows) in a single round trip.
+const APPEND: &str = r#"
+WITH cur AS (
+    SELECT coalesce(max(seq), 0)::int8 AS v FROM log_entries WHERE load_id = $1
+), dup_entry AS (
+    SELECT (SELECT e.id FROM UNNEST($3::text[]) WITH ORDINALITY AS e(id, n)
+            WHERE EXISTS (SELECT 1 FROM log_entries l WHERE l.load_id = $1 AND l.entry_id = e.id)
+            ORDER BY e.n LIMIT 1) AS id
+), dup_key AS (
+    SELECT (SELECT k.id FROM UNNEST($9::text[]) WITH ORDINALITY AS k(id, n)
+            WHERE EXISTS (SELECT 1 FROM outbox o WHERE o.id = k.id)
+            ORDER BY k.n LIMIT 1) AS id
+), ok AS (
+    SELECT cur.v FROM cur, dup_entry, dup_key
+    WHERE cur.v = $2 AND dup_entry.id IS NULL AND dup_key.id IS NULL
+), log_rows AS (
+    INSERT INTO log_entries (load_id, seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body)
+    SELECT $1, ok.v + e.n, e.entry_id, e.kind, e.recorded_at, e.cost, e.schema_id, e.body
+    FROM ok, UNNEST($3::text[], $4::text[], $5::timestamptz[], $6::float8[], $7::int4[], $8::bytea[])
+             WITH ORDINALITY AS e(entry_id, kind, recorded_at, cost, schema_id, body, n)
+), outbox_rows AS (
+    INSERT INTO outbox (id, load_id, load_version, destination, action, created_at)
+    SELECT o.id, $1, o.load_version, o.destination, o.action, $13
+    FROM ok, UNNEST($9::text[], $10::int8[], $11::text[], $12::text[])
+             WITH ORDINALITY AS o(id, load_version, destination, action, n)
+    ORDER BY o.n
+)
+SELECT cur.v, dup_entry.id, dup_key.id FROM cur, dup_entry, dup_key
+"#;
+
+const VERSION: &str = "SELECT coalesce(max(seq), 0)::int8 FROM log_entries WHERE load_id = $1";
+
+/// How many times an append that lost a race on a unique index is re-run before its error is
+/// mapped by constraint name. The re-run sees the winner's commit and reports it precisely.
+const RACE_RERUNS: usize = 3;
+
+/// Runs one append statement. `Ok(outcome)` is a decided outcome (written or refused with
+/// nothing written); `Err` is a failed statement (a lost race on a unique index, or worse).
+async fn run_append<'c, E>(executor: E, req: &EncodedAppend) -> Result<Result<u64, AppendError>, sqlx::Error>
+where
+    E: Executor<'c, Database = Postgres>,
+{
+    if req.entries.is_empty() {
+        let v: i64 = sqlx::query_scalar(VERSION).bind(&req.load_id).fetch_one(executor).await?;
+        return Ok(if v == req.expected_version {
+            Ok(to_u64(v))
+        } else {
+            Err(AppendError::Conflict { expected: to_u64(req.expected_version), actual: to_u64(v) })
+        });
+    }
+    let e = &req.entries;
+    let o = &req.outbox;
+    let row: PgRow = sqlx::query(APPEND)
+        .bind(&req.load_id)
+        .bind(req.expected_version)
+        .bind(e.iter().map(|x| x.entry_id.as_str()).collect::<Vec<_>>())
+        .bind(e.iter().map(|x| x.kind).collect::<Vec<_>>())
+        .bind(e.iter().map(|x| x.recorded_at).collect::<Vec<DateTime<Utc>>>())
+        .bind(e.iter().map(|x| x.llm_cost_usd).collect::<Vec<_>>())
+        .bind(e.iter().map(|x| x.schema_id).collect::<Vec<_>>())
+        .bind(e.iter().map(|x| x.body.as_slice()).collect::<Vec<_>>())
+        .bind(o.iter().map(|x| x.id.as_str()).collect::<Vec<_>>())
+        .bind(o.iter().map(|x| x.load_version).collect::<Vec<_>>())
+        .bind(o.iter().map(|x| x.destination).collect::<Vec<_>>())
+        .bind(o.iter().map(|x| x.action.as_str()).collect::<Vec<_>>())
+        .bind(req.created_at)
+        .fetch_one(executor)
+        .await?;
+    let version: i64 = row.try_get(0)?;
+    let dup_entry: Option<String> = row.try_get(1)?;
+    let dup_key: Option<String> = row.try_get(2)?;
+    Ok(if version != req.expected_version {
+        Err(AppendError::Conflict { expected: to_u64(req.expected_version), actual: to_u64(version) })
+    } else if let Some(entry_id) = dup_entry {
+        Err(AppendError::DuplicateEntry { entry_id })
+    } else if let Some(key) = dup_key {
+        Err(AppendError::DuplicateActionKey { key })
+    } else {
+        Ok(req.new_version())
+    })
+}
+
+/// Maps a unique violation that survived the re-runs by constraint name.
+async fn map_unique_violation<'c, E>(executor: E, req: &EncodedAppend, constraint: &str) -> AppendError
+where
+    E: Executor<'c, Database = Postgres>,
+{
+    match constraint {
+        "log_entries_entry_id_key" => AppendError::DuplicateEntry {
+            entry_id: req.entries.first().map(|e| e.entry_id.clone()).unwrap_or_default(),
+        },
+        "outbox_pkey" => AppendError::DuplicateActionKey {
+            key: req.outbox.first().map(|o| o.id.clone()).unwrap_or_default(),
+        },
+        _ => match sqlx::query_scalar::<_, i64>(VERSION).bind(&req.load_id).fetch_one(executor).await {
+            Ok(v) => AppendError::Conflict { expected: to_u64(req.expected_version), actual: to_u64(v) },
+            Err(e) => AppendError::Store(e.into()),
+        },
+    }
+}
+
+impl PgStore {
+    async fn append_one(&self, req: &EncodedAppend) -> Result<u64, AppendError> {
+        let mut constraint = String::new();
+        for _ in 0..RACE_RERUNS {
+            match run_append(&self.pool, req).await {
+                Ok(outcome) => return outcome,
+                Err(e) => match unique_violation(&e) {
+                    Some(name) => constraint = name,
+                    None => return Err(e.into()),
+                },
+            }
+        }
+        Err(map_unique_violation(&self.pool, req, &constraint).await)
+    }
+
+    /// The fast path of a batch: the statements back to back in one transaction. `None` when a
+    /// statement lost a race on a unique index (the transaction is rolled back; the caller
+    /// falls back to savepoints).
+    async fn append_batch_plain(
+        &self,
+        requests: &[Result<EncodedAppend, AppendError>],
+    ) -> Result<Option<Vec<Result<u64, AppendError>>>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let mut results = Vec::with_capacity(requests.len());
+        for req in requests {
+            match req {
+                Err(e) => results.push(Err(copy_refusal(e))),
+                Ok(req) => match run_append(&mut *tx, req).await {
+                    Ok(outcome) => results.push(outcome),
+                    Err(e) if unique_violation(&e).is_some() => {
+                        tx.rollback().await?;
+                        return Ok(None);
+                    }
+                    Err(e) => return Err(e),
+                },
+            }
+        }
+        tx.commit().await?;
+        Ok(Some(results))
+    }
+
+    /// The safe path of a batch: one savepoint per load, so a lost race undoes only that load.
+    async fn append_batch_savepoints(
+        &self,
+        requests: &[Result<EncodedAppend, AppendError>],
+    ) -> Result<Vec<Result<u64, AppendError>>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let mut results = Vec::with_capacity(requests.len());
+        for req in requests {
+            let req = match req {
+                Err(e) => {
+                    results.push(Err(copy_refusal(e)));
+                    continue;
+                }
+                Ok(req) => req,
+            };
+            let mut outcome = None;
+            let mut constraint = String::new();
+            for _ in 0..RACE_RERUNS {
+                tx.execute("SAVEPOINT load_append").await?;
+                match run_append(&mut *tx, req).await {
+                    Ok(o) => {
+                        tx.execute("RELEASE SAVEPOINT load_append").await?;
+                        outcome = Some(o);
+                        break;
+                    }
+                    Err(e) => match unique_violation(&e) {
+                        Some(name) => {
+                            tx.execute("ROLLBACK TO SAVEPOINT load_append").await?;
+                            tx.execute("RELEASE SAVEPOINT load_append").await?;
+                            constraint = name;
+                        }
+                        None => return Err(e),
+                    },
+                }
+            }
+            let outcome = match outcome {
+                Some(o) => o,
+                None => Err(map_unique_violation(&mut *tx, req, &constraint).await),
+            };
+            results.push(outcome);
+        }
+        tx.commit().await?;
+        Ok(results)
+    }
+}
+
+fn store_error_for_all(n: usize, e: &sqlx::Error) -> Vec<Result<u64, AppendError>> {
+    (0..n).map(|_| Err(AppendError::Store(StoreError::Commit(e.to_string())))).collect()
+}
+
+#[async_trait]
+impl EventStore for PgStore {
+    async fn read(&self, load_id: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
+        self.read_since(load_id, 0).await
+    }
+
+    async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
+        let after = i64::try_from(version)
+            .map_err(|_| StoreError::InvalidRequest(format!("version {version} exceeds i64")))?;
+        let rows = sqlx::query_as::<_, (i64, i32, Vec<u8>)>(
+            "SELECT seq, schema_id, body FROM log_entries WHERE load_id = $1 AND seq > $2 ORDER BY seq",
+        )
+        .bind(load_id)
+        .bind(after)
+        .fetch(&self.pool)
+        .map_ok(|(seq, schema_id, body)| (seq, i64::from(schema_id), body));
+        let (entries, v) = decode_log_stream(load_id, version, rows).await?;
+        if entries.is_empty() && version > 0 {
+            // Nothing new; report the log's actual version (it may be behind a caller's cache).
+            let v: i64 = sqlx::query_scalar(VERSION).bind(load_id).fetch_one(&self.pool).await?;
+            return Ok((Vec::new(), to_u64(v)));
+        }
+        Ok((entries, v))
+    }
+
+    async fn append(
+        &self,
+        load_id: &str,
+        entries: &[LogEntry],
+        expected_version: u64,
+        outbox: &[NewOutboxRow],
+    ) -> Result<u64, AppendError> {
+        let req = encode_append(load_id, entries, expected_version, outbox)?;
+        self.append_one(&req).await
+    }
+
+    async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
+        let encoded: Vec<Result<EncodedAppend, AppendError>> = requests
+            .iter()
+            .map(|r| encode_append(&r.load_id, &r.entries, r.expected_version, &r.outbox))
+            .collect();
+        match self.append_batch_plain(&encoded).await {
+            Ok(Some(results)) => results,
+            Ok(None) => match self.append_batch_savepoints(&encoded).await {
+                Ok(results) => results,
+                Err(e) => store_error_for_all(encoded.len(), &e),
+            },
+            Err(e) => store_error_for_all(encoded.len(), &e),
+        }
+    }
+
+    async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
+        let cost: f64 = sqlx::query_scalar(
+            "SELECT coalesce(sum(llm_cost_usd), 0)::float8 FROM log_entries WHERE load_id = $1",
+        )
+        .bind(load_id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(cost)
+    }
+
+    async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        // Every log starts at seq 1, so its first entry names the load once.
+        let ids: Vec<String> =
+            sqlx::query_scalar("SELECT load_id FROM log_entries WHERE seq = 1 ORDER BY load_id LIMIT $1")
+                .bind(limit_i64(limit))
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(ids)
+    }
+}

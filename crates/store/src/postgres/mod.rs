@@ -1,0 +1,169 @@
+//! The PostgreSQL backend (production): row-level transactions for log plus outbox,
+//! `FOR UPDATE SKIP LOCKED` claims, advisory-lock leases.
+//!
+//! An append is one statement (a data-modifying CTE: version check, duplicate checks, both
+//! inserts), so it costs one round trip and one commit; `append_batch` runs those statements
+//! for several loads in one transaction.
+
+mod lock;
+mod log;
+mod outbox;
+mod timers;
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use sqlx::Executor;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+use crate::error::StoreError;
+use crate::open::{StoreOptions, Stores};
+
+pub(crate) use lock::PgLoadLock;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
+
+/// The Postgres store: [`EventStore`](crate::EventStore), [`Outbox`](crate::Outbox),
+/// [`TimerStore`](crate::TimerStore) and [`LoadLock`](crate::LoadLock) over one pool.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    lease: chrono::TimeDelta,
+    lock: Arc<PgLoadLock>,
+    schema: Option<String>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("schema", &self.schema).field("lease", &self.lease).finish()
+    }
+}
+
+impl PgStore {
+    /// Connects with default options and applies the migrations.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, &StoreOptions::default()).await
+    }
+
+    /// Connects and applies the migrations.
+    pub async fn connect_with(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
+        let connect = PgConnectOptions::from_str(url)?;
+        Self::build(connect, options, None).await
+    }
+
+    /// Creates `schema` if it does not exist, points `search_path` of every pooled connection at
+    /// it and applies the migrations there: a fresh store per eval run or per test on one
+    /// database. `schema` must be a plain identifier (`[a-z_][a-z0-9_]*`, at most 63 bytes).
+    pub async fn connect_in_schema(url: &str, schema: &str) -> Result<Self, StoreError> {
+        Self::connect_in_schema_with(url, schema, &StoreOptions::default()).await
+    }
+
+    pub async fn connect_in_schema_with(
+        url: &str,
+        schema: &str,
+        options: &StoreOptions,
+    ) -> Result<Self, StoreError> {
+        check_schema_name(schema)?;
+        let connect = PgConnectOptions::from_str(url)?;
+        {
+            let mut conn = sqlx::ConnectOptions::connect(&connect).await?;
+            // An identifier cannot be a bound parameter; `schema` is checked to be a plain one.
+            conn.execute(format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"").as_str()).await?;
+            sqlx::Connection::close(conn).await?;
+        }
+        let connect = connect.options([("search_path", schema)]);
+        Self::build(connect, options, Some(schema.to_owned())).await
+    }
+
+    async fn build(
+        connect: PgConnectOptions,
+        options: &StoreOptions,
+        schema: Option<String>,
+    ) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections.max(1))
+            .acquire_timeout(options.acquire_timeout)
+            .connect_with(connect.clone())
+            .await?;
+        MIGRATOR.run(&pool).await?;
+        let lease = options.lease_delta()?;
+        let lock = Arc::new(PgLoadLock::spawn(connect, schema.clone().unwrap_or_default()));
+        Ok(PgStore { pool, lease, lock, schema })
+    }
+
+    /// Applies the migrations that are not applied yet (`load-agent migrate`).
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Drops the store's schema with everything in it (tests and eval runs clean up with this)
+    /// and closes the pool. A store opened without a schema is refused.
+    pub async fn drop_schema(self) -> Result<(), StoreError> {
+        let Some(schema) = self.schema.clone() else {
+            return Err(StoreError::InvalidRequest("drop_schema on a store opened without a schema".into()));
+        };
+        self.pool.execute(format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE").as_str()).await?;
+        self.pool.close().await;
+        Ok(())
+    }
+
+    /// The schema the store lives in, if it was opened with [`connect_in_schema`](Self::connect_in_schema).
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
+    /// The pool, for queries outside the store traits (audits, tests).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The four store handles, all backed by this store.
+    pub fn into_stores(self) -> Stores {
+        let store = Arc::new(self);
+        Stores {
+            events: store.clone(),
+            outbox: store.clone(),
+            timers: store.clone(),
+            lock: store.lock.clone(),
+        }
+    }
+}
+
+fn check_schema_name(schema: &str) -> Result<(), StoreError> {
+    let mut chars = schema.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c == '_');
+    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if first_ok && rest_ok && schema.len() <= 63 {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidRequest(format!(
+            "schema name {schema:?} is not a plain identifier ([a-z_][a-z0-9_]*, at most 63 bytes)"
+        )))
+    }
+}
+
+/// Whether a statement failed on a unique constraint; returns its name.
+pub(crate) fn unique_violation(e: &sqlx::Error) -> Option<String> {
+    match e {
+        sqlx::Error::Database(db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation => {
+            Some(db.constraint().unwrap_or_default().to_owned())
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_names_are_plain_identifiers() {
+        assert!(check_schema_name("contract_0f3a").is_ok());
+        assert!(check_schema_name("_x1").is_ok());
+        for bad in ["", "1abc", "Abc", "a-b", "a\"; drop", "a b"] {
+            assert!(check_schema_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_schema_name(&"a".repeat(64)).is_err());
+    }
+}

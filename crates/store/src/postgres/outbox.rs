@@ -1,0 +1,208 @@
+//! `Outbox` on Postgres: claims with `FOR UPDATE SKIP LOCKED`, marks guarded by the claim token.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+use uuid::Uuid;
+
+use super::PgStore;
+use crate::codec::{age, decode_action, decode_destination, decode_status, limit_i64, to_u32, to_u64};
+use crate::error::{ClaimError, StaleClaimError, StoreError};
+use crate::outbox::{ClaimedRow, NextAttempt, Outbox, OutboxRowView};
+
+/// Claims the first due rows in insertion order. A row is due when pending, past its
+/// `retry_at` and without a live lease, and only when no earlier pending row of its load and
+/// destination exists (per-load order). Rows another relay is claiming right now are skipped.
+const CLAIM: &str = r#"
+UPDATE outbox AS o
+SET claim_token = gen_random_uuid(),
+    lease_until = $2,
+    first_attempt_at = coalesce(o.first_attempt_at, $1)
+FROM (
+    SELECT c.id FROM outbox AS c
+    WHERE c.status = 'pending'
+      AND (c.retry_at IS NULL OR c.retry_at <= $1)
+      AND (c.lease_until IS NULL OR c.lease_until <= $1)
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox AS e
+          WHERE e.load_id = c.load_id AND e.destination = c.destination AND e.status = 'pending'
+            AND (e.load_version, e.position) < (c.load_version, c.position))
+    ORDER BY c.position
+    LIMIT $3
+    FOR UPDATE OF c SKIP LOCKED
+) AS picked
+WHERE o.id = picked.id
+RETURNING o.id, o.position, o.load_id, o.destination, o.action, o.load_version, o.claim_token,
+          o.lease_until, o.attempts, o.first_attempt_at, o.created_at
+"#;
+
+const HELD: &str = "id = $1 AND claim_token = $2 AND status = 'pending'";
+
+fn claimed_row(row: &PgRow) -> Result<(i64, ClaimedRow), StoreError> {
+    let id: String = row.try_get("id")?;
+    let destination: String = row.try_get("destination")?;
+    let action: String = row.try_get("action")?;
+    let claimed = ClaimedRow {
+        load_id: row.try_get("load_id")?,
+        destination: decode_destination(&id, &destination)?,
+        action: decode_action(&id, &action)?,
+        load_version: to_u64(row.try_get("load_version")?),
+        claim_token: row.try_get("claim_token")?,
+        lease_until: row.try_get("lease_until")?,
+        attempts: to_u32(i64::from(row.try_get::<i32, _>("attempts")?)),
+        first_attempt_at: row.try_get("first_attempt_at")?,
+        created_at: row.try_get("created_at")?,
+        id,
+    };
+    Ok((row.try_get("position")?, claimed))
+}
+
+fn row_view(row: &PgRow) -> Result<OutboxRowView, StoreError> {
+    let id: String = row.try_get("id")?;
+    let destination: String = row.try_get("destination")?;
+    let action: String = row.try_get("action")?;
+    let status: String = row.try_get("status")?;
+    Ok(OutboxRowView {
+        load_id: row.try_get("load_id")?,
+        destination: decode_destination(&id, &destination)?,
+        action: decode_action(&id, &action)?,
+        load_version: to_u64(row.try_get("load_version")?),
+        status: decode_status(&id, &status)?,
+        attempts: to_u32(i64::from(row.try_get::<i32, _>("attempts")?)),
+        first_attempt_at: row.try_get("first_attempt_at")?,
+        lease_until: row.try_get("lease_until")?,
+        retry_at: row.try_get("retry_at")?,
+        last_failure: row.try_get("last_failure")?,
+        receipt: row.try_get("receipt")?,
+        created_at: row.try_get("created_at")?,
+        dispatched_at: row.try_get("dispatched_at")?,
+        dead_at: row.try_get("dead_at")?,
+        id,
+    })
+}
+
+impl PgStore {
+    async fn mark(
+        &self,
+        id: &str,
+        query: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> Result<(), ClaimError> {
+        let done = query.execute(&self.pool).await?;
+        if done.rows_affected() == 1 { Ok(()) } else { Err(StaleClaimError { id: id.to_owned() }.into()) }
+    }
+}
+
+#[async_trait]
+impl Outbox for PgStore {
+    async fn pending(&self, limit: usize, now: DateTime<Utc>) -> Result<Vec<ClaimedRow>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(CLAIM)
+            .bind(now)
+            .bind(now + self.lease)
+            .bind(limit_i64(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        let mut claimed = rows.iter().map(claimed_row).collect::<Result<Vec<_>, _>>()?;
+        claimed.sort_by_key(|(position, _)| *position);
+        Ok(claimed.into_iter().map(|(_, row)| row).collect())
+    }
+
+    async fn mark_dispatched(
+        &self,
+        id: &str,
+        token: Uuid,
+        receipt: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError> {
+        let sql = format!(
+            "UPDATE outbox SET status = 'dispatched', receipt = $3, dispatched_at = $4, \
+             claim_token = NULL, lease_until = NULL WHERE {HELD}"
+        );
+        self.mark(id, sqlx::query(&sql).bind(id).bind(token).bind(receipt).bind(now)).await
+    }
+
+    async fn mark_failed(
+        &self,
+        id: &str,
+        token: Uuid,
+        failure: &str,
+        next: NextAttempt,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError> {
+        match next {
+            NextAttempt::RetryAt(at) => {
+                let sql = format!(
+                    "UPDATE outbox SET attempts = attempts + 1, last_failure = $3, retry_at = $4, \
+                     claim_token = NULL, lease_until = NULL WHERE {HELD}"
+                );
+                self.mark(id, sqlx::query(&sql).bind(id).bind(token).bind(failure).bind(at)).await
+            }
+            NextAttempt::Dead => {
+                let sql = format!(
+                    "UPDATE outbox SET status = 'dead', attempts = attempts + 1, last_failure = $3, dead_at = $4, \
+                     claim_token = NULL, lease_until = NULL WHERE {HELD}"
+                );
+                self.mark(id, sqlx::query(&sql).bind(id).bind(token).bind(failure).bind(now)).await
+            }
+        }
+    }
+
+    async fn mark_deferred(
+        &self,
+        id: &str,
+        token: Uuid,
+        until: DateTime<Utc>,
+        _now: DateTime<Utc>,
+    ) -> Result<(), ClaimError> {
+        let sql = format!(
+            "UPDATE outbox SET retry_at = $3, claim_token = NULL, lease_until = NULL, \
+             first_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE first_attempt_at END WHERE {HELD}"
+        );
+        self.mark(id, sqlx::query(&sql).bind(id).bind(token).bind(until)).await
+    }
+
+    async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError> {
+        let sql = format!("SELECT 1::int4 FROM outbox WHERE {HELD} AND lease_until > $3");
+        let held: Option<i32> =
+            sqlx::query_scalar(&sql).bind(id).bind(token).bind(now).fetch_optional(&self.pool).await?;
+        match held {
+            Some(_) => Ok(()),
+            None => Err(StaleClaimError { id: id.to_owned() }.into()),
+        }
+    }
+
+    async fn oldest_pending_age(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError> {
+        let oldest: Option<DateTime<Utc>> = sqlx::query_scalar(
+            "SELECT created_at FROM outbox WHERE status = 'pending' ORDER BY position LIMIT 1",
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(oldest.map(|t| age(now, t)))
+    }
+
+    async fn dead_since(&self, since: DateTime<Utc>) -> Result<u64, StoreError> {
+        let n: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'dead' AND dead_at >= $1")
+                .bind(since)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(to_u64(n))
+    }
+
+    async fn rows_for_load(&self, load_id: &str) -> Result<Vec<OutboxRowView>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, load_id, destination, action, load_version, status, attempts, first_attempt_at, \
+             lease_until, retry_at, last_failure, receipt, created_at, dispatched_at, dead_at \
+             FROM outbox WHERE load_id = $1 ORDER BY load_version, position",
+        )
+        .bind(load_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(row_view).collect()
+    }
+}

@@ -1,0 +1,146 @@
+//! `TimerStore` on SQLite: changes run in the writer's transaction, queries on the reader pool.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use sqlx::sqlite::SqliteConnection;
+
+use super::SqliteStore;
+use super::writer::WriteCmd;
+use crate::codec::{
+    age, decode_timer_status, limit_i64, parse_sqlite_time, parse_sqlite_time_opt, sqlite_time, to_u32,
+};
+use crate::error::StoreError;
+use crate::timers::{TimerRow, TimerStore, TimerView};
+
+pub(crate) enum TimerOp {
+    Schedule { timer_id: String, load_id: String, ask_id: String, attempt: i64, fire_at: String },
+    Cancel { timer_id: String, now: String },
+    Fired { timer_id: String, now: String },
+}
+
+/// Same statements as `postgres/timers.rs`.
+pub(super) async fn timer_in(conn: &mut SqliteConnection, op: &TimerOp) -> Result<(), sqlx::Error> {
+    match op {
+        TimerOp::Schedule { timer_id, load_id, ask_id, attempt, fire_at } => {
+            sqlx::query(
+                "INSERT INTO timers (timer_id, load_id, ask_id, attempt, fire_at, status) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled') \
+                 ON CONFLICT (timer_id) DO UPDATE SET load_id = excluded.load_id, ask_id = excluded.ask_id, \
+                 attempt = excluded.attempt, fire_at = excluded.fire_at WHERE timers.load_id IS NULL",
+            )
+            .bind(timer_id)
+            .bind(load_id)
+            .bind(ask_id)
+            .bind(attempt)
+            .bind(fire_at)
+            .execute(&mut *conn)
+            .await?;
+        }
+        TimerOp::Cancel { timer_id, now } => {
+            sqlx::query(
+                "INSERT INTO timers (timer_id, status, cancelled_at) VALUES (?1, 'cancelled', ?2) \
+                 ON CONFLICT (timer_id) DO UPDATE SET status = 'cancelled', cancelled_at = ?2 \
+                 WHERE timers.status = 'scheduled'",
+            )
+            .bind(timer_id)
+            .bind(now)
+            .execute(&mut *conn)
+            .await?;
+        }
+        TimerOp::Fired { timer_id, now } => {
+            sqlx::query(
+                "UPDATE timers SET status = 'fired', fired_at = ?2 WHERE timer_id = ?1 AND status = 'scheduled'",
+            )
+            .bind(timer_id)
+            .bind(now)
+            .execute(&mut *conn)
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl TimerStore for SqliteStore {
+    async fn schedule(&self, timer: &TimerRow) -> Result<(), StoreError> {
+        let op = TimerOp::Schedule {
+            timer_id: timer.timer_id.clone(),
+            load_id: timer.load_id.clone(),
+            ask_id: timer.ask_id.clone(),
+            attempt: i64::from(timer.attempt),
+            fire_at: sqlite_time(timer.fire_at),
+        };
+        self.write(|reply| WriteCmd::Timer { op, reply }).await?
+    }
+
+    async fn cancel(&self, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let op = TimerOp::Cancel { timer_id: timer_id.to_owned(), now: sqlite_time(now) };
+        self.write(|reply| WriteCmd::Timer { op, reply }).await?
+    }
+
+    async fn mark_fired(&self, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let op = TimerOp::Fired { timer_id: timer_id.to_owned(), now: sqlite_time(now) };
+        self.write(|reply| WriteCmd::Timer { op, reply }).await?
+    }
+
+    async fn due(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<TimerRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT timer_id, load_id, ask_id, attempt, fire_at FROM timers \
+             WHERE status = 'scheduled' AND fire_at <= ?1 ORDER BY fire_at, timer_id LIMIT ?2",
+        )
+        .bind(sqlite_time(now))
+        .bind(limit_i64(limit))
+        .fetch_all(&self.readers)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(TimerRow {
+                    timer_id: r.try_get("timer_id")?,
+                    load_id: r.try_get("load_id")?,
+                    ask_id: r.try_get("ask_id")?,
+                    attempt: to_u32(r.try_get("attempt")?),
+                    fire_at: parse_sqlite_time("timers.fire_at", &r.try_get::<String, _>("fire_at")?)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn oldest_due_lag(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError> {
+        let oldest: Option<String> = sqlx::query_scalar(
+            "SELECT fire_at FROM timers WHERE status = 'scheduled' AND fire_at <= ?1 ORDER BY fire_at LIMIT 1",
+        )
+        .bind(sqlite_time(now))
+        .fetch_optional(&self.readers)
+        .await?;
+        Ok(parse_sqlite_time_opt("timers.fire_at", oldest)?.map(|t| age(now, t)))
+    }
+
+    async fn timers_for_load(&self, load_id: &str) -> Result<Vec<TimerView>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT timer_id, load_id, ask_id, attempt, fire_at, status, fired_at, cancelled_at FROM timers \
+             WHERE load_id = ?1 ORDER BY fire_at, timer_id",
+        )
+        .bind(load_id)
+        .fetch_all(&self.readers)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let timer_id: String = r.try_get("timer_id")?;
+                let status: String = r.try_get("status")?;
+                Ok(TimerView {
+                    load_id: r.try_get("load_id")?,
+                    ask_id: r.try_get("ask_id")?,
+                    attempt: to_u32(r.try_get("attempt")?),
+                    fire_at: parse_sqlite_time("timers.fire_at", &r.try_get::<String, _>("fire_at")?)?,
+                    status: decode_timer_status(&timer_id, &status)?,
+                    fired_at: parse_sqlite_time_opt("timers.fired_at", r.try_get("fired_at")?)?,
+                    cancelled_at: parse_sqlite_time_opt("timers.cancelled_at", r.try_get("cancelled_at")?)?,
+                    timer_id,
+                })
+            })
+            .collect()
+    }
+}

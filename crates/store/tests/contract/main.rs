@@ -1,0 +1,66 @@
+//! The store contract suite (ADR 0003): every test is written once, as a generic async fn over
+//! [`harness::StoreHarness`], and instantiated by [`contract!`] for SQLite (a fresh file per
+//! test) and Postgres (a fresh schema per test on `DATABASE_URL`, default
+//! `postgres://postgres@127.0.0.1:5432/test`). The Postgres half fails, never skips, when the
+//! server is unreachable.
+
+mod fixtures;
+mod harness;
+mod lock;
+mod log;
+mod outbox;
+mod postgres_only;
+mod timers;
+
+/// Instantiates each listed contract test for both backends: `sqlite::<test>` and
+/// `postgres::<test>`.
+macro_rules! contract {
+    ($($module:ident :: $test:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    let h = crate::harness::SqliteHarness::new().await;
+                    crate::$module::$test(&h).await;
+                    crate::harness::StoreHarness::cleanup(h).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    let h = crate::harness::PgHarness::new().await;
+                    crate::$module::$test(&h).await;
+                    crate::harness::StoreHarness::cleanup(h).await;
+                }
+            )*
+        }
+    };
+}
+
+contract!(
+    log::entries_round_trip_exactly,
+    log::plain_columns_sit_beside_the_avro_body,
+    log::version_conflicts_write_nothing,
+    log::duplicate_entry_ids_are_refused,
+    log::duplicate_outbox_keys_are_refused,
+    log::refused_appends_leave_no_row,
+    log::concurrent_appends_have_one_winner_per_version,
+    log::read_since_is_the_suffix_of_read,
+    log::append_batch_is_all_or_nothing_per_load,
+    log::cost_and_load_listing_are_sql,
+    log::long_logs_read_back_whole_and_in_order,
+    outbox::claims_hand_out_due_rows_once,
+    outbox::two_relays_never_hold_the_same_row,
+    outbox::an_expired_lease_hands_the_row_over,
+    outbox::failed_attempts_count_and_retry_at_is_respected,
+    outbox::deferral_does_not_count_an_attempt,
+    outbox::rows_of_a_load_go_out_in_commit_order_per_destination,
+    outbox::monitoring_queries_and_rows_for_load,
+    timers::schedule_is_idempotent,
+    timers::cancel_is_idempotent_and_sticks,
+    timers::mark_fired_is_idempotent,
+    timers::due_is_oldest_first_with_a_limit_and_lag,
+    lock::a_lease_is_granted_and_released,
+);

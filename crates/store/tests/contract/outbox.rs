@@ -1,0 +1,265 @@
+//! Outbox contract: claims, leases, stale claims, retries, deferrals, per-load order.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use load_agent_domain::Destination;
+use load_agent_store::{ClaimError, ClaimedRow, NextAttempt, Outbox, OutboxStatus};
+
+use crate::fixtures::{row, sms, step, t};
+use crate::harness::StoreHarness;
+
+fn ids(rows: &[ClaimedRow]) -> Vec<&str> {
+    rows.iter().map(|r| r.id.as_str()).collect()
+}
+
+fn is_stale<T: std::fmt::Debug>(r: Result<T, ClaimError>) -> bool {
+    matches!(r, Err(ClaimError::Stale(_)))
+}
+
+pub async fn claims_hand_out_due_rows_once<H: StoreHarness>(h: &H) {
+    let (events, outbox) = (&h.stores().events, &h.stores().outbox);
+    let (entries, rows) = step("L1", 0);
+    events.append("L1", &entries, 0, &rows).await.expect("append");
+    assert!(outbox.pending(0, t(100)).await.expect("claim").is_empty());
+
+    let now = t(100);
+    let claimed = outbox.pending(10, now).await.expect("claim");
+    assert_eq!(ids(&claimed), rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), "commit order");
+    for (c, r) in claimed.iter().zip(&rows) {
+        assert_eq!(
+            (c.load_id.as_str(), c.destination, &c.action, c.load_version),
+            ("L1", r.destination, &r.action, 2)
+        );
+        assert_eq!(c.lease_until, now + TimeDelta::seconds(90), "the default lease is 90 s");
+        assert_eq!((c.attempts, c.first_attempt_at), (0, now));
+        assert_eq!(c.created_at, entries[1].recorded_at(), "created_at is the decision's time, not a clock");
+    }
+    assert_ne!(claimed[0].claim_token, claimed[1].claim_token, "a fresh token per row");
+    assert!(outbox.pending(10, now).await.expect("claim").is_empty(), "a row has at most one live claim");
+    assert!(outbox.pending(10, now + TimeDelta::seconds(89)).await.expect("claim").is_empty());
+    for c in &claimed {
+        outbox.recheck_claim(&c.id, c.claim_token, now).await.expect("the claim holds");
+        outbox.mark_dispatched(&c.id, c.claim_token, "rcpt-1", now).await.expect("mark");
+    }
+    assert!(
+        outbox.pending(10, now + TimeDelta::hours(1)).await.expect("claim").is_empty(),
+        "dispatched rows stay out"
+    );
+    let view = outbox.rows_for_load("L1").await.expect("rows");
+    assert!(
+        view.iter().all(|r| r.status == OutboxStatus::Dispatched && r.receipt.as_deref() == Some("rcpt-1"))
+    );
+    assert!(view.iter().all(|r| r.dispatched_at == Some(now) && r.lease_until.is_none()));
+}
+
+pub async fn two_relays_never_hold_the_same_row<H: StoreHarness>(h: &H) {
+    const LOADS: u64 = 30;
+    let events = &h.stores().events;
+    let mut all = HashSet::new();
+    for n in 0..LOADS {
+        let load = format!("L{n}");
+        let (entries, rows) = step(&load, 0);
+        all.extend(rows.iter().map(|r| r.id.clone()));
+        events.append(&load, &entries, 0, &rows).await.expect("append");
+    }
+    let second = h.reopen().await;
+    let relay = |outbox: std::sync::Arc<dyn Outbox>| {
+        tokio::spawn(async move {
+            let mut got = Vec::new();
+            loop {
+                let batch = outbox.pending(3, t(100)).await.expect("claim");
+                if batch.is_empty() {
+                    break got;
+                }
+                got.extend(batch.into_iter().map(|r| r.id));
+            }
+        })
+    };
+    let (a, b) = (relay(h.stores().outbox.clone()), relay(second.outbox.clone()));
+    let (a, b) = (a.await.expect("relay a"), b.await.expect("relay b"));
+    let (sa, sb): (HashSet<_>, HashSet<_>) = (a.iter().cloned().collect(), b.iter().cloned().collect());
+    assert_eq!(sa.len() + sb.len(), a.len() + b.len(), "no relay got a row twice");
+    assert!(
+        sa.is_disjoint(&sb),
+        "a row was held by both relays: {:?}",
+        sa.intersection(&sb).collect::<Vec<_>>()
+    );
+    let union: HashSet<_> = sa.union(&sb).cloned().collect();
+    assert_eq!(union, all, "every row was handed out");
+}
+
+pub async fn an_expired_lease_hands_the_row_over<H: StoreHarness>(h: &H) {
+    let (events, outbox) = (&h.stores().events, &h.stores().outbox);
+    events.append("L1", &[sms("L1", "e", t(0))], 0, &[]).await.expect("append");
+    let (entries, _) = step("L1", 5);
+    events.append("L1", &entries, 1, &[row("L1", "k1", Destination::Sms, 3)]).await.expect("append");
+
+    let first = outbox.pending(10, t(100)).await.expect("claim");
+    assert_eq!(ids(&first), ["k1"]);
+    let old = first[0].claim_token;
+    assert!(
+        is_stale(outbox.recheck_claim("k1", old, t(190)).await),
+        "a lease that ran out is stale at the re-check"
+    );
+    let second = outbox.pending(10, t(190)).await.expect("claim after the lease");
+    assert_eq!(ids(&second), ["k1"], "the expired lease hands the row over");
+    let new = second[0].claim_token;
+    assert_ne!(new, old);
+    assert_eq!(second[0].first_attempt_at, t(100), "first_attempt_at is set once");
+    assert_eq!(second[0].attempts, 0, "a lost lease is not a counted attempt");
+
+    assert!(is_stale(outbox.mark_dispatched("k1", old, "late", t(191)).await), "the old claimant is stale");
+    assert!(is_stale(outbox.mark_failed("k1", old, "x", NextAttempt::Dead, t(191)).await));
+    assert!(is_stale(outbox.mark_deferred("k1", old, t(300), t(191)).await));
+    assert!(is_stale(outbox.recheck_claim("k1", old, t(191)).await));
+    outbox.recheck_claim("k1", new, t(191)).await.expect("the new claim holds");
+    outbox.mark_dispatched("k1", new, "rcpt", t(192)).await.expect("the new claimant marks");
+    assert!(
+        is_stale(outbox.mark_dispatched("k1", new, "again", t(193)).await),
+        "an already marked row is stale"
+    );
+    assert!(is_stale(outbox.recheck_claim("k1", new, t(193)).await));
+    assert!(is_stale(outbox.mark_dispatched("unknown", new, "r", t(193)).await));
+    let view = outbox.rows_for_load("L1").await.expect("rows");
+    assert_eq!(view[0].receipt.as_deref(), Some("rcpt"), "the stale marks changed nothing");
+}
+
+pub async fn failed_attempts_count_and_retry_at_is_respected<H: StoreHarness>(h: &H) {
+    let (events, outbox) = (&h.stores().events, &h.stores().outbox);
+    let (entries, _) = step("L1", 0);
+    events.append("L1", &entries, 0, &[row("L1", "k1", Destination::Sms, 2)]).await.expect("append");
+
+    let c = outbox.pending(10, t(100)).await.expect("claim").remove(0);
+    outbox
+        .mark_failed("k1", c.claim_token, "503 from sms", NextAttempt::RetryAt(t(160)), t(101))
+        .await
+        .expect("mark");
+    assert!(outbox.pending(10, t(159)).await.expect("claim").is_empty(), "not before retry_at");
+    let view = outbox.rows_for_load("L1").await.expect("rows");
+    assert_eq!((view[0].status, view[0].attempts), (OutboxStatus::Pending, 1));
+    assert_eq!((view[0].retry_at, view[0].last_failure.as_deref()), (Some(t(160)), Some("503 from sms")));
+
+    let c = outbox.pending(10, t(160)).await.expect("claim").remove(0);
+    assert_eq!((c.attempts, c.first_attempt_at), (1, t(100)), "first_attempt_at stays at the first claim");
+    outbox
+        .mark_failed("k1", c.claim_token, "400 bad number", NextAttempt::Dead, t(161))
+        .await
+        .expect("mark dead");
+    assert!(outbox.pending(10, t(10_000)).await.expect("claim").is_empty(), "a dead row is never handed out");
+    let view = outbox.rows_for_load("L1").await.expect("rows");
+    assert_eq!((view[0].status, view[0].attempts, view[0].dead_at), (OutboxStatus::Dead, 2, Some(t(161))));
+    assert_eq!(outbox.dead_since(t(161)).await.expect("dead"), 1);
+    assert_eq!(outbox.dead_since(t(162)).await.expect("dead"), 0);
+}
+
+pub async fn deferral_does_not_count_an_attempt<H: StoreHarness>(h: &H) {
+    let (events, outbox) = (&h.stores().events, &h.stores().outbox);
+    let (entries, _) = step("L1", 0);
+    events.append("L1", &entries, 0, &[row("L1", "k1", Destination::Sms, 2)]).await.expect("append");
+    let c = outbox.pending(10, t(100)).await.expect("claim").remove(0);
+    outbox.mark_deferred("k1", c.claim_token, t(110), t(100)).await.expect("defer");
+    assert!(
+        is_stale(outbox.mark_dispatched("k1", c.claim_token, "r", t(101)).await),
+        "deferral released the claim"
+    );
+    assert!(outbox.pending(10, t(109)).await.expect("claim").is_empty(), "deferred until 110");
+    let c = outbox.pending(10, t(110)).await.expect("claim").remove(0);
+    assert_eq!(c.attempts, 0, "a deferral is not an attempt");
+    assert_eq!(outbox.rows_for_load("L1").await.expect("rows")[0].attempts, 0);
+}
+
+pub async fn rows_of_a_load_go_out_in_commit_order_per_destination<H: StoreHarness>(h: &H) {
+    let (events, outbox) = (&h.stores().events, &h.stores().outbox);
+    let append = |load: &'static str, n: u64, version: u64, rows: Vec<load_agent_store::NewOutboxRow>| async move {
+        let (entries, _) = step(load, n);
+        events.append(load, &entries, version, &rows).await.expect("append")
+    };
+    // Load A: two decisions, each with an SMS and a timer row; the second decision has two SMS.
+    append(
+        "A",
+        0,
+        0,
+        vec![row("A", "a1_sms", Destination::Sms, 2), row("A", "a1_tmr", Destination::Timer, 2)],
+    )
+    .await;
+    append(
+        "A",
+        1,
+        2,
+        vec![
+            row("A", "a2_sms", Destination::Sms, 4),
+            row("A", "a2_tmr", Destination::Timer, 4),
+            row("A", "a2_sms_b", Destination::Sms, 4),
+        ],
+    )
+    .await;
+    // Load B is independent of A.
+    append("B", 0, 0, vec![row("B", "b1_sms", Destination::Sms, 2)]).await;
+
+    let now = t(100);
+    let first = outbox.pending(10, now).await.expect("claim");
+    assert_eq!(ids(&first), ["a1_sms", "a1_tmr", "b1_sms"], "one head per load and destination");
+    let token =
+        |rows: &[ClaimedRow], id: &str| rows.iter().find(|r| r.id == id).expect("claimed").claim_token;
+    outbox.mark_dispatched("b1_sms", token(&first, "b1_sms"), "r", now).await.expect("mark");
+
+    // The SMS head is dispatched: the next SMS of A goes out; the timer queue still waits.
+    outbox.mark_dispatched("a1_sms", token(&first, "a1_sms"), "r", now).await.expect("mark");
+    let second = outbox.pending(10, now).await.expect("claim");
+    assert_eq!(ids(&second), ["a2_sms"]);
+    // A retry keeps its place: a2_tmr waits while a1_tmr waits for its retry.
+    outbox
+        .mark_failed("a1_tmr", token(&first, "a1_tmr"), "x", NextAttempt::RetryAt(t(200)), now)
+        .await
+        .expect("mark");
+    assert!(
+        outbox.pending(10, t(150)).await.expect("claim").is_empty(),
+        "a2_tmr waits behind a1_tmr's retry"
+    );
+    // A claimed head with a live lease blocks too, and so does a deferred one.
+    outbox.mark_deferred("a2_sms", token(&second, "a2_sms"), t(300), now).await.expect("defer");
+    let third = outbox.pending(10, t(200)).await.expect("claim");
+    assert_eq!(ids(&third), ["a1_tmr"], "a2_sms_b waits behind the deferred a2_sms");
+    // A dead head does not block.
+    outbox
+        .mark_failed("a1_tmr", token(&third, "a1_tmr"), "gone", NextAttempt::Dead, t(200))
+        .await
+        .expect("dead");
+    let fourth = outbox.pending(10, t(200)).await.expect("claim");
+    assert_eq!(ids(&fourth), ["a2_tmr"]);
+    outbox.mark_dispatched("a2_tmr", token(&fourth, "a2_tmr"), "r", t(200)).await.expect("mark");
+    let fifth = outbox.pending(10, t(300)).await.expect("claim");
+    assert_eq!(ids(&fifth), ["a2_sms"]);
+    outbox.mark_dispatched("a2_sms", token(&fifth, "a2_sms"), "r", t(300)).await.expect("mark");
+    assert_eq!(ids(&outbox.pending(10, t(300)).await.expect("claim")), ["a2_sms_b"]);
+}
+
+pub async fn monitoring_queries_and_rows_for_load<H: StoreHarness>(h: &H) {
+    let (events, outbox) = (&h.stores().events, &h.stores().outbox);
+    assert_eq!(outbox.oldest_pending_age(t(0)).await.expect("age"), None);
+    let (entries, rows) = step("L1", 0); // the decision is at t(1)
+    events.append("L1", &entries, 0, &rows).await.expect("append");
+    let (entries, rows2) = step("L2", 2); // at t(121)
+    events.append("L2", &entries, 0, &rows2).await.expect("append");
+    assert_eq!(outbox.oldest_pending_age(t(31)).await.expect("age"), Some(Duration::from_secs(30)));
+    assert_eq!(outbox.oldest_pending_age(t(0)).await.expect("age"), Some(Duration::ZERO), "clamped at zero");
+    for c in outbox.pending(10, t(130)).await.expect("claim").into_iter().filter(|c| c.load_id == "L1") {
+        outbox.mark_dispatched(&c.id, c.claim_token, "r", t(130)).await.expect("mark");
+    }
+    assert_eq!(outbox.oldest_pending_age(t(131)).await.expect("age"), Some(Duration::from_secs(10)));
+    let view = outbox.rows_for_load("L2").await.expect("rows");
+    assert_eq!(
+        view.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        rows2.iter().map(|r| r.id.as_str()).collect::<Vec<_>>()
+    );
+    assert!(
+        view.iter()
+            .all(|r| r.status == OutboxStatus::Pending
+                && r.lease_until == Some(t(130) + TimeDelta::seconds(90)))
+    );
+    assert!(view.iter().all(|r| r.load_version == 6 && r.first_attempt_at == Some(t(130))));
+    assert!(outbox.rows_for_load("none").await.expect("rows").is_empty());
+    assert_eq!(outbox.dead_since(t(0)).await.expect("dead"), 0);
+}

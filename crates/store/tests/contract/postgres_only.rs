@@ -1,0 +1,53 @@
+//! Postgres behavior beyond the shared contract: the advisory-lock lease excludes other
+//! holders (SQLite's lease is a no-op by design), and schemas isolate stores.
+
+use load_agent_store::PgStore;
+
+use crate::fixtures::{step, t};
+use crate::harness::{PgHarness, StoreHarness};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_lease_excludes_other_holders() {
+    let h = PgHarness::new().await;
+    let other = h.reopen().await;
+    let lock = &h.stores().lock;
+    let lease = lock.try_lock("L1").await.expect("try_lock").expect("granted");
+    assert!(lock.try_lock("L1").await.expect("try_lock").is_none(), "same process: excluded");
+    assert!(other.lock.try_lock("L1").await.expect("try_lock").is_none(), "another session: excluded");
+    assert!(lock.try_lock("L2").await.expect("try_lock").is_some(), "another load: granted");
+    lease.release();
+    // The release queues the unlock on this store's lock connection; another session sees it
+    // once that connection ran it.
+    let mut again = None;
+    for _ in 0..100 {
+        again = other.lock.try_lock("L1").await.expect("try_lock");
+        if again.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(again.is_some(), "released: another session can take it");
+    assert!(lock.try_lock("L1").await.expect("try_lock").is_none(), "now held by the other session");
+    drop(again);
+    drop(other);
+    h.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemas_isolate_stores() {
+    let a = PgHarness::new().await;
+    let b = PgHarness::new().await;
+    let (entries, rows) = step("L1", 0);
+    a.stores().events.append("L1", &entries, 0, &rows).await.expect("append in a");
+    assert_eq!(b.stores().events.read("L1").await.expect("read b").1, 0);
+    assert!(b.stores().outbox.pending(10, t(100)).await.expect("claim b").is_empty());
+    assert_eq!(a.stores().outbox.pending(10, t(100)).await.expect("claim a").len(), 2);
+    a.cleanup().await;
+    b.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_bad_schema_name_is_refused_before_any_sql() {
+    let err = PgStore::connect_in_schema("postgres://nobody@127.0.0.1:1/none", "x; drop table y").await;
+    assert!(err.is_err());
+}
