@@ -170,7 +170,7 @@ pub(crate) fn decode_entry(
 
 /// Rows per decoding chunk: a log longer than this is decoded on the blocking pool, a chunk at
 /// a time, while the next rows are still arriving.
-const DECODE_CHUNK: usize = 128;
+const DECODE_CHUNK: usize = 64;
 
 /// Decodes a load's rows `(seq, schema_id, body)` as they stream in, in seq order, checking that
 /// they are exactly `after + 1 ..= after + n`; returns the entries and the version.

@@ -44,7 +44,9 @@ pub trait EventStore: Send + Sync {
     ) -> Result<u64, AppendError>;
 
     /// Several loads' appends in one transaction, for throughput: each request is all or
-    /// nothing with its own version check, and gets its own result, in order.
+    /// nothing with its own version check, and gets its own result, in order (a later request
+    /// for the same load sees the earlier ones). Keep batches to tens of loads: on Postgres a
+    /// batch that loses a race on a unique index is re-run with one savepoint per load.
     async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>>;
 
     /// The total LLM cost recorded in a load's log (a SQL sum over the plain cost column).

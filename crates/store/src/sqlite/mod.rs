@@ -1,7 +1,7 @@
 //! The SQLite backend (the embedded default and the evals): one file, WAL, `synchronous=FULL`.
 //!
 //! SQLite has one writer at a time, so every write goes through one writer task that owns the
-//! only write connection ([`writer`]). It takes the commands queued while the previous
+//! only write connection (`writer.rs`). It takes the commands queued while the previous
 //! transaction committed and runs them in one `BEGIN IMMEDIATE` transaction (group commit):
 //! one fsync for many appends, each still all or nothing with its own version check, and every
 //! caller answered only after the commit. Reads run on a small pool of reader connections.
@@ -34,7 +34,7 @@ const MAX_GROUP: usize = 256;
 
 /// The SQLite store: [`EventStore`](crate::EventStore), [`Outbox`](crate::Outbox) and
 /// [`TimerStore`](crate::TimerStore) on one file; its lease is the no-op
-/// [`NoopLoadLock`](crate::NoopLoadLock).
+/// [`NoopLoadLock`].
 #[derive(Clone)]
 pub struct SqliteStore {
     readers: SqlitePool,
