@@ -426,7 +426,8 @@ async fn a_malformed_record_goes_to_the_dlq_and_the_partition_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_consumer_stopped_mid_stream_and_restarted_loses_nothing_and_publishes_no_action_twice() {
-    const LOADS: usize = 30;
+    // Enough records that a one-at-a-time consumer cannot finish before it is stopped.
+    const LOADS: usize = 120;
     let env = Env::new("restart", 4).await;
     let loads: Vec<String> = (0..LOADS).map(|i| format!("R{i:03}")).collect();
     let mut produced: HashMap<String, Vec<String>> = HashMap::new();
@@ -448,12 +449,13 @@ async fn a_consumer_stopped_mid_stream_and_restarted_loses_nothing_and_publishes
     let (relay_stop, relay) = env.relay();
     eventually(20, "a few loads decided", || async {
         let mut done = 0;
-        for load in &loads {
+        // Watching a handful of loads keeps each check short, so the stop lands mid-stream.
+        for load in loads.iter().take(12) {
             if env.event_ids(load).await.len() >= 2 {
                 done += 1;
             }
         }
-        done >= 5
+        done >= 2
     })
     .await;
     let first = stop(consumer_stop, consumer).await.expect("first consumer");
@@ -462,7 +464,7 @@ async fn a_consumer_stopped_mid_stream_and_restarted_loses_nothing_and_publishes
     // Second run: everything is finished, each event once, each action once.
     let (consumer_stop, consumer) = env.consumer(ConsumerConfig::default());
     let (relay_stop, relay) = env.relay();
-    eventually(25, "every event and every outcome in the logs", || async {
+    eventually(60, "every event and every outcome in the logs", || async {
         for load in &loads {
             let ids = env.event_ids(load).await;
             // 3 events and the delivered outcomes of send_sms, set_timer and the PO reply.
