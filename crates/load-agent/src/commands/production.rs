@@ -23,16 +23,15 @@ mod imp {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
-    use load_agent_agent::Agent;
     use load_agent_kafka::{
-        CacheConfig, ConsumerConfig, KafkaConfig, SendLimits, consume, ensure_topics, kafka_relay,
-        kafka_timer_pump, record_processor,
+        CacheConfig, ConsumerConfig, KafkaConfig, consume, ensure_topics, kafka_relay, kafka_timer_pump,
+        record_processor,
     };
     use load_agent_runtime::{Clock, SystemClock, shutdown_channel};
     use tracing::{error, info, warn};
 
     use super::Role;
-    use crate::commands::serve::{runtime_config, wait_for_signal};
+    use crate::commands::serve::{ServiceParts, runtime_config, wait_for_signal};
     use crate::commands::store_cmds::open;
     use crate::config::Settings;
     use crate::http::{HttpState, router};
@@ -94,26 +93,9 @@ mod imp {
             eprintln!("load-agent: creating topics on {}: {e}", kafka.brokers);
             return 1;
         }
-        let agent = match Agent::embedded() {
-            Ok(a) => Arc::new(a),
-            Err(e) => {
-                eprintln!("load-agent: SOPs: {e}");
-                return 2;
-            }
-        };
-        let llm = match settings.llm.client() {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("load-agent: {e}");
-                return 2;
-            }
-        };
-        let limits = match SendLimits::parse(&settings.relay.send_limits) {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("load-agent: relay.send_limits: {e}");
-                return 2;
-            }
+        let ServiceParts { agent, llm, limits } = match ServiceParts::build(settings) {
+            Ok(p) => p,
+            Err(c) => return c,
         };
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let rc = runtime_config(settings);

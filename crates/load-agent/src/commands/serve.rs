@@ -43,6 +43,28 @@ impl Role {
     }
 }
 
+/// What every mode and role builds from the settings: the SOPs, the LLM client and the send
+/// limits. Errors are printed (they name the setting) and become exit code 2.
+pub struct ServiceParts {
+    pub agent: Arc<Agent>,
+    pub llm: Arc<dyn load_agent_llm::LlmClient>,
+    pub limits: load_agent_kafka::SendLimits,
+}
+
+impl ServiceParts {
+    pub fn build(settings: &Settings) -> Result<Self, u8> {
+        let fail = |e: String| {
+            eprintln!("load-agent: {e}");
+            2
+        };
+        let agent = Agent::embedded().map_err(|e| fail(format!("SOPs: {e}")))?;
+        let llm = settings.llm.client().map_err(|e| fail(e.to_string()))?;
+        let limits = load_agent_kafka::SendLimits::parse(&settings.relay.send_limits)
+            .map_err(|e| fail(format!("relay.send_limits: {e}")))?;
+        Ok(ServiceParts { agent: Arc::new(agent), llm, limits })
+    }
+}
+
 pub fn runtime_config(settings: &Settings) -> RuntimeConfig {
     let r = &settings.relay;
     RuntimeConfig {
@@ -103,19 +125,9 @@ async fn serve_embedded(settings: &Settings) -> u8 {
         Ok(s) => s,
         Err(c) => return c,
     };
-    let agent = match Agent::embedded() {
-        Ok(a) => Arc::new(a),
-        Err(e) => {
-            eprintln!("load-agent serve: SOPs: {e}");
-            return 2;
-        }
-    };
-    let llm = match settings.llm.client() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("load-agent serve: {e}");
-            return 2;
-        }
+    let ServiceParts { agent, llm, limits } = match ServiceParts::build(settings) {
+        Ok(p) => p,
+        Err(c) => return c,
     };
     let debug_pii = settings.log.debug_pii;
     let fakes = FakeServices::new().with_hook(move |d| {
@@ -134,13 +146,6 @@ async fn serve_embedded(settings: &Settings) -> u8 {
         );
     });
     // Per-contact send limits: an action over a limit waits in the outbox (never dropped).
-    let limits = match load_agent_kafka::SendLimits::parse(&settings.relay.send_limits) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("load-agent serve: relay.send_limits: {e}");
-            return 2;
-        }
-    };
     let clock: Arc<dyn load_agent_runtime::Clock> = Arc::new(SystemClock);
     let limited = load_agent_store::Stores {
         outbox: Arc::new(load_agent_kafka::ContactLimitedOutbox::new(
