@@ -5,6 +5,9 @@
 #   scripts/kafka-broker.sh start   # prints the port on stdout once the broker accepts connections
 #   scripts/kafka-broker.sh stop    # stops the broker this script started (by its process id)
 #
+# KAFKA_BROKER_NAME=NAME runs a separate instance (its own pid and log file), so a test or a
+# developer can run a broker beside the test suite's.
+#
 # With KAFKA_BROKERS already set (a real Kafka, for example), `start` starts nothing and prints
 # the port of its first broker, and `stop` does nothing.
 #
@@ -16,8 +19,9 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 tools="$repo/target/tools"
 bin="$tools/nisshi/bin/nisshi"
-pidfile="$tools/nisshi.pid"
-logfile="$tools/nisshi.log"
+name=${KAFKA_BROKER_NAME:-nisshi}
+pidfile="$tools/$name.pid"
+logfile="$tools/$name.log"
 shared_gz="$repo/../shared/tools/nisshi/nisshi-0.8.1-x86_64-linux-gnu.gz"
 sha256=cee1b515391c0f05b9bc552b40a8d5f6614940b1de0f828fde673a2fc45448f8
 
