@@ -7,7 +7,8 @@
 //! - [`templates`]: message templates in English and Spanish.
 //! - [`validate`]: the checks every action passes before commit.
 //! - [`prepare`]: validation of an inbound event against the load before it is processed
-//!   (unknown load, bad registration), and pinning the SOP version at registration.
+//!   (unknown load, bad registration, sizes, times against the clock), whether a known event id
+//!   is a redelivery, and pinning the SOP version at registration.
 //!
 //! Architecture invariant: deciding performs no side effect and no IO beyond the `LlmClient`
 //! it is given. This crate knows nothing of databases, queues, Kafka, Avro or any LLM vendor.
@@ -20,6 +21,6 @@ pub mod templates;
 mod validate;
 
 pub use pipeline::{Agent, Deps, Processed, hero_fallback_record, process_event};
-pub use prepare::{InvalidEvent, prepare_event};
+pub use prepare::{InvalidEvent, check_redelivery, prepare_event, prepare_event_at};
 pub use sop::{Sop, SopError, SopRegistry, SopSpec, parse_sop};
 pub use templates::Templates;

@@ -328,6 +328,67 @@ async fn a_message_from_an_unknown_sender_gets_no_reply() {
     assert!(text_of(&d, ActionKind::CreateHeroTask).contains("unknown sender"));
 }
 
+/// Issue 10: a message from an unknown sender is valid input (not a dead letter) on every
+/// channel, and is decided per behavior.md §6.
+#[tokio::test]
+async fn a_message_from_an_unknown_sender_is_valid_input_on_every_channel() {
+    let mut g = Given::client_a().await;
+    let now = at("2026-03-02T13:00:00Z");
+    let kinds_from_strangers = [
+        ("u_sms", EventKind::Sms { from: "+19995550000".into(), text: "eta 30 min".into() }),
+        (
+            "u_email",
+            EventKind::Email {
+                from: "someone@elsewhere.example".into(),
+                subject: "load".into(),
+                text: "eta 30 min".into(),
+                thread: None,
+            },
+        ),
+        ("u_slack", EventKind::Slack { from: "U999".into(), text: "eta 30 min".into() }),
+    ];
+    for (id, kind) in kinds_from_strangers {
+        let event = InboundEvent {
+            event_id: id.into(),
+            load_id: "481207".into(),
+            occurred_at: now,
+            kind: kind.clone(),
+        };
+        load_agent_agent::prepare_event_at(&g.state, event, &g.agent, now)
+            .expect("valid input, not a dead letter");
+        let d = g.when("2026-03-02T13:00:00Z", id, kind).await;
+        assert_eq!(summary(&d), [("create_hero_task".into(), None, None, Some(false))], "{id}");
+        assert!(text_of(&d, ActionKind::CreateHeroTask).contains("unknown sender"), "{id}");
+    }
+}
+
+/// Issue 10: the checks before deciding refuse oversized messages and times far from the clock
+/// (the consumer dead-letters them), and leave the state untouched.
+#[tokio::test]
+async fn oversized_messages_and_far_off_times_are_refused_before_deciding() {
+    let g = Given::client_a().await;
+    let now = at("2026-03-02T13:00:00Z");
+    let sms = |id: &str, text: String, occurred_at| InboundEvent {
+        event_id: id.into(),
+        load_id: "481207".into(),
+        occurred_at,
+        kind: EventKind::Sms { from: "drv".into(), text },
+    };
+    let long = "eta 2:30 ".repeat(2000);
+    let err = load_agent_agent::prepare_event_at(&g.state, sms("big", long, now), &g.agent, now)
+        .expect_err("oversized");
+    assert!(matches!(err, load_agent_agent::InvalidEvent::Oversized { field: "payload.text", .. }), "{err}");
+    for off in [chrono::Duration::days(2), chrono::Duration::days(-400)] {
+        let err =
+            load_agent_agent::prepare_event_at(&g.state, sms("t", "ok".into(), now + off), &g.agent, now)
+                .expect_err("far off");
+        assert!(
+            matches!(err, load_agent_agent::InvalidEvent::BadTimestamp { field: "occurred_at", .. }),
+            "{err}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn other_goes_to_the_planner_and_falls_back_to_an_urgent_hero_task() {
     let mut g = Given::client_a().await;

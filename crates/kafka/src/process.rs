@@ -51,9 +51,20 @@ impl DeadLetter {
     pub fn decode(e: &DecodeError) -> Self {
         DeadLetter {
             kind: DeadLetterKind::Decode,
-            code: e.code(),
+            code: decode_code(e),
             error: e.to_string(),
             field: e.field_path().map(str::to_owned),
+        }
+    }
+
+    fn too_large(len: usize) -> Self {
+        DeadLetter {
+            kind: DeadLetterKind::Decode,
+            code: "record_too_large",
+            error: format!(
+                "the record value is {len} bytes, over the {MAX_RECORD_BYTES}-byte limit: not decoded"
+            ),
+            field: None,
         }
     }
 
@@ -77,6 +88,21 @@ impl DeadLetter {
     }
 }
 
+/// Record values longer than this are dead-lettered before they are decoded (`record_too_large`).
+/// No valid event comes near it: the largest field, an email body, is limited to 256 KiB
+/// (`load_agent_agent::prepare::MAX_EMAIL_TEXT_BYTES`). Brokers refuse larger records by
+/// default (`message.max.bytes`, about 1 MB); this guards a broker configured higher.
+pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
+
+/// The stable code of a value that does not decode. apache-avro reports a string that is not
+/// UTF-8 as a body error ("Invalid utf-8 string"); it gets its own code, `invalid_utf8`.
+pub fn decode_code(e: &DecodeError) -> &'static str {
+    match e {
+        DecodeError::Body { reason, .. } if reason.to_ascii_lowercase().contains("utf-8") => "invalid_utf8",
+        _ => e.code(),
+    }
+}
+
 /// The stable code of an invalid event, for DLQ headers and metric labels.
 pub fn invalid_code(e: &InvalidEvent) -> &'static str {
     match e {
@@ -88,6 +114,9 @@ pub fn invalid_code(e: &InvalidEvent) -> &'static str {
         InvalidEvent::UnknownSopVersion { .. } => "unknown_sop_version",
         InvalidEvent::RegistrationLoadIdMismatch { .. } => "registration_load_id_mismatch",
         InvalidEvent::BadField { .. } => "bad_field",
+        InvalidEvent::Oversized { .. } => "oversized",
+        InvalidEvent::BadTimestamp { .. } => "bad_timestamp",
+        InvalidEvent::EventIdReused { .. } => "event_id_reused",
     }
 }
 
@@ -95,8 +124,11 @@ fn invalid_field(e: &InvalidEvent) -> Option<String> {
     match e {
         InvalidEvent::EmptyEventId => Some("event_id".into()),
         InvalidEvent::KeyMismatch { .. } => Some("load_id".into()),
-        InvalidEvent::BadField { field, .. } => Some((*field).to_owned()),
+        InvalidEvent::BadField { field, .. }
+        | InvalidEvent::Oversized { field, .. }
+        | InvalidEvent::BadTimestamp { field, .. } => Some((*field).to_owned()),
         InvalidEvent::RegistrationLoadIdMismatch { .. } => Some("payload.load_id".into()),
+        InvalidEvent::EventIdReused { .. } => Some("event_id".into()),
         _ => None,
     }
 }
@@ -160,6 +192,10 @@ impl RecordProcessor {
     }
 
     async fn decode(&self, record: &InboundRecord) -> Result<load_agent_domain::InboundEvent, RecordOutcome> {
+        let len = record.value.as_ref().map_or(0, Vec::len);
+        if len > MAX_RECORD_BYTES {
+            return Err(RecordOutcome::DeadLetter(DeadLetter::too_large(len)));
+        }
         #[cfg(feature = "broker")]
         if let Some(registry) = &self.registry {
             use load_agent_avro::registry_client::RegistryClientError;
@@ -222,6 +258,10 @@ impl RecordProcessor {
 /// Decodes a record's value and checks its key against the payload's `load_id`: the part of the
 /// unit of work that needs no store.
 pub fn checked_event(record: &InboundRecord) -> Result<load_agent_domain::InboundEvent, DeadLetter> {
+    let len = record.value.as_ref().map_or(0, Vec::len);
+    if len > MAX_RECORD_BYTES {
+        return Err(DeadLetter::too_large(len));
+    }
     let event =
         decode_inbound(record.value.as_deref().unwrap_or_default()).map_err(|e| DeadLetter::decode(&e))?;
     key_checked(record, event)
@@ -295,5 +335,63 @@ mod tests {
         assert_eq!(dead.code, "empty");
         let dead = checked_event(&record(None, Some(sms("481207")))).expect_err("no key");
         assert_eq!(dead.code, "missing_key");
+    }
+
+    #[test]
+    fn a_string_that_is_not_utf8_is_a_decode_dead_letter_with_its_own_code() {
+        let mut bytes = sms("481207");
+        let pos = bytes.windows(2).position(|w| w == b"ok").expect("the text in the body");
+        bytes[pos..pos + 2].copy_from_slice(&[0xc3, 0x28]);
+        let dead = checked_event(&record(Some("481207"), Some(bytes))).expect_err("not UTF-8");
+        assert_eq!((dead.kind, dead.code), (DeadLetterKind::Decode, "invalid_utf8"), "{dead:?}");
+        assert!(dead.error.to_lowercase().contains("utf-8"), "{}", dead.error);
+    }
+
+    #[test]
+    fn a_value_over_the_record_limit_is_not_decoded() {
+        let mut bytes = sms("481207");
+        bytes.resize(MAX_RECORD_BYTES + 1, 0);
+        let dead = checked_event(&record(Some("481207"), Some(bytes))).expect_err("too large");
+        assert_eq!((dead.kind, dead.code), (DeadLetterKind::Decode, "record_too_large"));
+        assert!(dead.error.contains(&format!("{} bytes", MAX_RECORD_BYTES + 1)), "{}", dead.error);
+        // At the limit, the value is decoded (here: trailing bytes after the record).
+        let mut bytes = sms("481207");
+        bytes.resize(MAX_RECORD_BYTES, 0);
+        let dead = checked_event(&record(Some("481207"), Some(bytes))).expect_err("trailing bytes");
+        assert_eq!(dead.code, "trailing_bytes");
+    }
+
+    #[test]
+    fn every_invalid_event_has_a_stable_code_and_the_new_ones_name_their_field() {
+        let at = Utc.timestamp_opt(1_772_456_400, 0).single().unwrap_or_default();
+        let cases = [
+            (
+                InvalidEvent::Oversized { field: "payload.text", kind: "sms", bytes: 20_000, limit: 16_384 },
+                "oversized",
+                Some("payload.text"),
+            ),
+            (
+                InvalidEvent::BadTimestamp { field: "occurred_at", at, now: at, problem: "x".into() },
+                "bad_timestamp",
+                Some("occurred_at"),
+            ),
+            (
+                InvalidEvent::EventIdReused {
+                    event_id: "e".into(),
+                    load_id: "l".into(),
+                    difference: "d".into(),
+                },
+                "event_id_reused",
+                Some("event_id"),
+            ),
+        ];
+        for (e, code, field) in cases {
+            let dead = DeadLetter::invalid(&e);
+            assert_eq!(
+                (dead.kind, dead.code, dead.field.as_deref()),
+                (DeadLetterKind::InvalidEvent, code, field)
+            );
+            assert_eq!(dead.error, e.to_string());
+        }
     }
 }

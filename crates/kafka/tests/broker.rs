@@ -600,3 +600,182 @@ async fn throughput() {
     );
     env.close().await;
 }
+
+/// A record the DLQ must hold: its source offset, `dlq-error-code`, `dlq-error-field`, a word of
+/// `dlq-error`, and the original value.
+type ExpectedDeadLetter = (i64, &'static str, Option<&'static str>, &'static str, Vec<u8>);
+
+/// Issue 10: every kind of bad input on one partition, each between good records. Each bad
+/// record is on the DLQ with its reason and its original bytes, every good record after it is
+/// decided (the partition moved on), a message from an unknown sender is decided per
+/// behavior.md §6 (a non-urgent Hero task, no reply; not a dead letter), and a true redelivery
+/// changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_kind_of_bad_input_is_dead_lettered_with_its_reason_and_the_partition_moves_on() {
+    let env = Env::new("badinput", 1).await;
+    let (consumer_stop, consumer) = env.consumer(ConsumerConfig::default());
+    // Each record the DLQ must hold, in order.
+    let mut expected_dead: Vec<ExpectedDeadLetter> = Vec::new();
+    let mut offset = 0i64;
+
+    // 0: the registration.
+    env.produce(&registration("L1")).await;
+    offset += 1;
+    let m = |n: u32| sms("L1", &format!("L1-m{n}"), "ok");
+
+    // 1: malformed Avro (a valid frame, the body cut short).
+    let whole = encode_inbound(&sms("L1", "cut", "eta 2:30"));
+    let cut = whole[..whole.len() - 6].to_vec();
+    env.produce_raw("L1", &cut, &[("source", "sms-gateway")]).await;
+    expected_dead.push((offset, "bad_avro_body", None, "Avro body", cut));
+    offset += 1;
+    env.produce(&m(1)).await; // 2
+    offset += 1;
+
+    // 3: an unknown schema id (999).
+    let mut unknown_id = encode_inbound(&sms("L1", "sid", "ok"));
+    unknown_id[1..5].copy_from_slice(&999u32.to_be_bytes());
+    env.produce_raw("L1", &unknown_id, &[]).await;
+    expected_dead.push((offset, "unknown_schema_id", None, "999", unknown_id));
+    offset += 1;
+    env.produce(&m(2)).await; // 4
+    offset += 1;
+
+    // 5: keyed L1, about L2.
+    let mismatched = encode_inbound(&sms("L2", "other-load", "ok"));
+    env.produce_raw("L1", &mismatched, &[]).await;
+    expected_dead.push((offset, "key_mismatch", Some("load_id"), "L2", mismatched));
+    offset += 1;
+    env.produce(&m(3)).await; // 6
+    offset += 1;
+
+    // 7: a load that was never registered (another key on the same partition).
+    let unknown_load = encode_inbound(&sms("L9", "L9-m1", "ok"));
+    env.produce_raw("L9", &unknown_load, &[]).await;
+    expected_dead.push((offset, "unknown_load", None, "L9", unknown_load));
+    offset += 1;
+    env.produce(&m(4)).await; // 8
+    offset += 1;
+
+    // 9: a message from a number that is no contact of the load: decided (behavior.md §6).
+    let stranger = InboundEvent {
+        kind: EventKind::Sms { from: "+15550009999".into(), text: "who is this".into() },
+        ..sms("L1", "L1-stranger", "")
+    };
+    env.produce(&stranger).await;
+    offset += 1;
+
+    // 10: an SMS over the 16 KiB text limit.
+    let oversized = encode_inbound(&sms("L1", "L1-long", &"x".repeat(20 * 1024)));
+    env.produce_raw("L1", &oversized, &[]).await;
+    expected_dead.push((offset, "oversized", Some("payload.text"), "20480 bytes", oversized));
+    offset += 1;
+    env.produce(&m(5)).await; // 11
+    offset += 1;
+
+    // 12: a string that is not UTF-8 inside the Avro body.
+    let mut not_utf8 = encode_inbound(&sms("L1", "L1-utf8", "QQ"));
+    let at = not_utf8.windows(2).position(|w| w == b"QQ").expect("the text");
+    not_utf8[at..at + 2].copy_from_slice(&[0xc3, 0x28]);
+    env.produce_raw("L1", &not_utf8, &[]).await;
+    expected_dead.push((offset, "invalid_utf8", None, "utf-8", not_utf8));
+    offset += 1;
+    env.produce(&m(6)).await; // 13
+    offset += 1;
+
+    // 14, 15: times three days ahead of the worker's clock, and two years behind it.
+    for (id, shift, word) in [
+        ("L1-future", chrono::Duration::days(3), "future"),
+        ("L1-past", chrono::Duration::days(-730), "past"),
+    ] {
+        let mut e = sms("L1", id, "eta 2:30");
+        e.occurred_at += shift;
+        let value = encode_inbound(&e);
+        env.produce_raw("L1", &value, &[]).await;
+        expected_dead.push((offset, "bad_timestamp", Some("occurred_at"), word, value));
+        offset += 1;
+    }
+    env.produce(&m(7)).await; // 16
+    offset += 1;
+
+    // 17: the id of m1 again, for another message.
+    let reused = encode_inbound(&sms("L1", "L1-m1", "running 2 hours late, flat tire"));
+    env.produce_raw("L1", &reused, &[]).await;
+    expected_dead.push((offset, "event_id_reused", Some("event_id"), "L1-m1", reused));
+    offset += 1;
+    // 18: m1 itself again (a redelivery): already processed, not a dead letter.
+    env.produce(&m(1)).await;
+    offset += 1;
+    env.produce(&m(8)).await; // 19
+    offset += 1;
+
+    eventually(30, "the last good record decided", || async {
+        env.event_ids("L1").await.contains(&"L1-m8".to_string())
+    })
+    .await;
+    let mut want = vec!["load_registered:L1".to_string()];
+    want.extend((1..=4).map(|n| format!("L1-m{n}")));
+    want.push("L1-stranger".into());
+    want.extend((5..=8).map(|n| format!("L1-m{n}")));
+    assert_eq!(env.event_ids("L1").await, want, "every good record decided once, in order");
+    assert!(env.event_ids("L9").await.is_empty(), "nothing logged for the unknown load");
+
+    // Each logged event has its decision; the stranger's is a non-urgent Hero task, no reply.
+    let log = env.log("L1").await;
+    let decisions: Vec<_> = log
+        .iter()
+        .filter_map(|e| match e {
+            LogEntry::Decision(d) => Some(d),
+            LogEntry::Event(_) => None,
+        })
+        .collect();
+    assert_eq!(decisions.len(), want.len(), "one decision per event");
+    let stranger_decision =
+        decisions.iter().find(|d| d.trigger_event_id == "L1-stranger").expect("the stranger's decision");
+    let actions: Vec<_> = stranger_decision.effective_actions().collect();
+    assert_eq!(actions.len(), 1, "{actions:?}");
+    match &actions[0].body {
+        load_agent_domain::ActionBody::CreateHeroTask { title, body, urgent } => {
+            assert!(!urgent, "not urgent");
+            let text = format!("{title} {body}").to_lowercase();
+            assert!(text.contains("unknown sender"), "{text}");
+        }
+        other => panic!("expected a Hero task, got {other:?}"),
+    }
+
+    // The DLQ: each bad record with its reason, its source and its original bytes.
+    eventually(10, "every bad record on the DLQ", || async {
+        env.topic(&env.kafka.dlq_topic).await.len() >= expected_dead.len()
+    })
+    .await;
+    let mut dead = env.topic(&env.kafka.dlq_topic).await;
+    assert_eq!(dead.len(), expected_dead.len(), "{dead:#?}");
+    // Loads run concurrently (L9 beside L1): the DLQ holds them in the order they finished.
+    dead.sort_by_key(|r| header(r, "dlq-source-offset").and_then(|o| o.parse::<i64>().ok()));
+    for (r, (offset, code, field, word, bytes)) in dead.iter().zip(&expected_dead) {
+        let what = format!("DLQ record of offset {offset} ({code}): {r:?}");
+        assert_eq!(header(r, "dlq-source-offset"), Some(offset.to_string().as_str()), "{what}");
+        assert_eq!(header(r, "dlq-source-partition"), Some("0"), "{what}");
+        assert_eq!(header(r, "dlq-source-topic"), Some(env.kafka.events_topic.as_str()), "{what}");
+        assert_eq!(header(r, "dlq-error-code"), Some(*code), "{what}");
+        let kind = if ["bad_avro_body", "unknown_schema_id", "invalid_utf8"].contains(code) {
+            "decode"
+        } else {
+            "invalid_event"
+        };
+        assert_eq!(header(r, "dlq-reason-kind"), Some(kind), "{what}");
+        assert_eq!(header(r, "dlq-error-field"), *field, "{what}");
+        let error = header(r, "dlq-error").unwrap_or_default();
+        assert!(error.to_lowercase().contains(&word.to_lowercase()), "the error names the problem: {what}");
+        let original = r.to_record().expect("record").value;
+        assert_eq!(original.as_deref(), Some(bytes.as_slice()), "the original bytes: {what}");
+    }
+    assert_eq!(header(&dead[0], "source"), Some("sms-gateway"), "the original headers are kept");
+    assert_eq!(dead[3].key.as_deref(), Some("L9"), "the original key");
+
+    let report = stop(consumer_stop, consumer).await.expect("consumer");
+    assert_eq!(report.dead_letters, expected_dead.len() as u64, "{report:?}");
+    assert_eq!(env.committed(1).get(&0), Some(&offset), "the partition moved past every record");
+    assert_eq!(offset, 20);
+    env.close().await;
+}

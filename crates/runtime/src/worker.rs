@@ -4,7 +4,8 @@
 //!
 //! - `Conflict`: another run appended first. Re-read, re-project, re-decide, at most
 //!   [`WorkerConfig::max_conflict_retries`] times; then the event goes back to the queue.
-//! - `DuplicateEntry`: the event is already in the log (a redelivery): done.
+//! - `DuplicateEntry`: the event is already in the log: a redelivery of the same event is done;
+//!   another event under a used id is invalid (`EventIdReused`, the consumer dead-letters it).
 //! - `DuplicateActionKey`: the decision reused a committed key (a decision bug): re-decide into
 //!   an urgent Hero task keyed by the event, so the inbound event is never lost.
 //! - One run deadline (120 s) spans every re-decide; past it the run commits an urgent Hero task.
@@ -17,7 +18,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use load_agent_agent::{
-    Agent, Deps, InvalidEvent, Processed, hero_fallback_record, prepare_event, process_event,
+    Agent, Deps, InvalidEvent, Processed, check_redelivery, hero_fallback_record, prepare_event_at,
+    process_event,
 };
 use load_agent_domain::{DecisionRecord, InboundEvent, LoadState, LogEntry};
 use load_agent_llm::{LlmClient, LlmClientExt, RunDeadline};
@@ -182,9 +184,9 @@ impl Worker {
                 Err(e) => return RunOutcome::GiveBack { reason: format!("reading the log: {e}") },
             };
             if state.event_ids.contains(&event.event_id) {
-                return RunOutcome::AlreadyProcessed;
+                return self.already_logged(&event, None).await;
             }
-            let prepared = match prepare_event(&state, event.clone(), &self.agent) {
+            let prepared = match prepare_event_at(&state, event.clone(), &self.agent, self.clock.now()) {
                 Ok(e) => e,
                 Err(reason) => return RunOutcome::Invalid(reason),
             };
@@ -192,7 +194,7 @@ impl Worker {
                 Some(reason) => self.fallback(&state, &prepared, reason),
                 None => match self.decide(&state, &prepared, deadline).await {
                     Some(d) => d,
-                    None => return RunOutcome::AlreadyProcessed,
+                    None => return self.already_logged(&event, None).await,
                 },
             };
             let new_version = state.version + 2;
@@ -216,7 +218,9 @@ impl Worker {
                     }
                     info!(expected, actual, conflicts, "version conflict: re-deciding");
                 }
-                Err(AppendError::DuplicateEntry { .. }) => return RunOutcome::AlreadyProcessed,
+                Err(AppendError::DuplicateEntry { entry_id }) => {
+                    return self.already_logged(&event, Some(&entry_id)).await;
+                }
                 Err(AppendError::DuplicateActionKey { key }) => {
                     if fallback.is_some() {
                         return RunOutcome::GiveBack {
@@ -229,6 +233,34 @@ impl Worker {
                 }
                 Err(AppendError::Store(e)) => return RunOutcome::GiveBack { reason: format!("append: {e}") },
             }
+        }
+    }
+
+    /// The log already holds an entry under the event's id (or, `duplicate`, under the id of its
+    /// decision): a redelivery of the same event is `AlreadyProcessed`; a different event under
+    /// a used id is `Invalid(EventIdReused)`. Only this branch reads the logged entry, so the
+    /// hot path pays nothing.
+    async fn already_logged(&self, event: &InboundEvent, duplicate: Option<&str>) -> RunOutcome {
+        let reused = |difference: String| {
+            RunOutcome::Invalid(InvalidEvent::EventIdReused {
+                event_id: event.event_id.clone(),
+                load_id: event.load_id.clone(),
+                difference,
+            })
+        };
+        match self.events.read_entry(&event.load_id, &event.event_id).await {
+            Ok(Some(LogEntry::Event(logged))) => match check_redelivery(&logged, event) {
+                Ok(()) => RunOutcome::AlreadyProcessed,
+                Err(reason) => RunOutcome::Invalid(reason),
+            },
+            Ok(Some(LogEntry::Decision(_))) => reused("it is the id of a decision entry".into()),
+            Ok(None) => match duplicate {
+                Some(id) if id != event.event_id => {
+                    reused(format!("the id {id} of its decision is the id of an event in the log"))
+                }
+                _ => RunOutcome::AlreadyProcessed,
+            },
+            Err(e) => RunOutcome::GiveBack { reason: format!("reading the logged event: {e}") },
         }
     }
 
@@ -342,5 +374,160 @@ fn record_decision_metrics(decision: &DecisionRecord) {
             metrics::counter!("load_agent_llm_cost_microusd_total")
                 .increment((u.cost_usd * 1e6).round() as u64);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{DateTime, TimeDelta, Utc};
+    use load_agent_domain::{
+        Contact, EventKind, Language, LoadRegistered, Role, Stop, StopKind, decision_id_for,
+    };
+    use load_agent_llm::FakeLlm;
+    use load_agent_store::{SqliteStore, StoreOptions};
+
+    use super::*;
+    use crate::clock::FakeClock;
+    use crate::snapshot::LogProjection;
+
+    fn t0() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-03-02T13:00:00Z").map(|t| t.with_timezone(&Utc)).expect("time")
+    }
+
+    fn registration() -> InboundEvent {
+        let at = |s: &str| DateTime::parse_from_rfc3339(s).expect("time");
+        let stop = |sequence, kind, appointment| Stop {
+            sequence,
+            kind,
+            name: "stop".into(),
+            address: "1 Dock Rd".into(),
+            appointment: at(appointment),
+            po_numbers: vec![],
+            reference: None,
+        };
+        let load = LoadRegistered {
+            load_id: "L1".into(),
+            client: "client_a".into(),
+            sop_version: None,
+            contacts: vec![Contact {
+                id: "drv".into(),
+                role: Role::Driver,
+                name: "Luis".into(),
+                phone: Some("+13125550111".into()),
+                email: None,
+                slack: None,
+                language: Language::En,
+            }],
+            stops: vec![
+                stop(1, StopKind::Pickup, "2026-03-02T08:00:00-06:00"),
+                stop(2, StopKind::Delivery, "2026-03-02T16:00:00-05:00"),
+            ],
+            reefer: None,
+        };
+        InboundEvent {
+            event_id: "reg".into(),
+            load_id: "L1".into(),
+            occurred_at: t0(),
+            kind: EventKind::LoadRegistered { load },
+        }
+    }
+
+    fn sms(id: &str, text: &str, at: DateTime<Utc>) -> InboundEvent {
+        InboundEvent {
+            event_id: id.into(),
+            load_id: "L1".into(),
+            occurred_at: at,
+            kind: EventKind::Sms { from: "drv".into(), text: text.into() },
+        }
+    }
+
+    async fn worker(clock: &FakeClock) -> (Worker, SqliteStore) {
+        let store = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite");
+        let events: Arc<dyn EventStore> = Arc::new(store.clone());
+        let worker = Worker::new(
+            events.clone(),
+            Arc::new(LogProjection::new(events)),
+            Arc::new(Agent::embedded().expect("agent")),
+            Arc::new(FakeLlm::new()),
+            Arc::new(clock.clone()),
+        );
+        assert!(matches!(worker.process_one(registration()).await, RunOutcome::Committed { .. }));
+        (worker, store)
+    }
+
+    fn assert_reused(outcome: &RunOutcome, id: &str) {
+        match outcome {
+            RunOutcome::Invalid(InvalidEvent::EventIdReused { event_id, .. }) => assert_eq!(event_id, id),
+            other => panic!("expected event_id_reused for {id}, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_redelivery_is_already_processed_and_a_reused_id_is_invalid() {
+        let clock = FakeClock::new(t0());
+        let (worker, store) = worker(&clock).await;
+        let first = sms("s1", "eta 2:30", t0());
+        assert!(matches!(worker.process_one(first.clone()).await, RunOutcome::Committed { .. }));
+        let (_, before) = store.read("L1").await.expect("read");
+        assert_eq!(worker.process_one(first.clone()).await, RunOutcome::AlreadyProcessed);
+        // The registration, logged with its SOP version pinned, redelivered as it was sent.
+        assert_eq!(worker.process_one(registration()).await, RunOutcome::AlreadyProcessed);
+        let outcome = worker.process_one(sms("s1", "running 2 hours late", t0())).await;
+        assert_reused(&outcome, "s1");
+        let RunOutcome::Invalid(reason) = outcome else { unreachable!() };
+        assert!(reason.to_string().contains("a different sms payload"), "{reason}");
+        // An event under the id of a decision entry.
+        assert_reused(&worker.process_one(sms(&decision_id_for("s1"), "ok", t0())).await, "dec:s1");
+        let (_, after) = store.read("L1").await.expect("read");
+        assert_eq!(before, after, "nothing written");
+    }
+
+    #[tokio::test]
+    async fn a_reused_id_that_races_past_a_stale_snapshot_is_caught_at_the_append() {
+        // A snapshot that does not know the logged events (a stale cache): the store refuses
+        // the entry, and the logged event is compared then.
+        struct Forgetful(LogProjection);
+        #[async_trait]
+        impl SnapshotSource for Forgetful {
+            async fn snapshot(&self, load_id: &str) -> Result<LoadState, load_agent_store::StoreError> {
+                let mut s = self.0.snapshot(load_id).await?;
+                s.event_ids = Default::default();
+                Ok(s)
+            }
+        }
+        let clock = FakeClock::new(t0());
+        let (worker, store) = worker(&clock).await;
+        assert!(matches!(worker.process_one(sms("s1", "ok", t0())).await, RunOutcome::Committed { .. }));
+        let events: Arc<dyn EventStore> = Arc::new(store.clone());
+        let forgetful = Worker::new(
+            events.clone(),
+            Arc::new(Forgetful(LogProjection::new(events))),
+            Arc::new(Agent::embedded().expect("agent")),
+            Arc::new(FakeLlm::new()),
+            Arc::new(clock.clone()),
+        );
+        assert_eq!(forgetful.process_one(sms("s1", "ok", t0())).await, RunOutcome::AlreadyProcessed);
+        assert_reused(&forgetful.process_one(sms("s1", "whats the po#", t0())).await, "s1");
+    }
+
+    #[tokio::test]
+    async fn event_times_are_judged_against_the_workers_clock() {
+        let clock = FakeClock::new(t0());
+        let (worker, _store) = worker(&clock).await;
+        let ahead = sms("s2", "ok", t0() + TimeDelta::days(2));
+        let outcome = worker.process_one(ahead.clone()).await;
+        assert!(
+            matches!(outcome, RunOutcome::Invalid(InvalidEvent::BadTimestamp { field: "occurred_at", .. })),
+            "{outcome:?}"
+        );
+        // Later, by the same clock, the same event is on time.
+        clock.set(t0() + TimeDelta::days(2));
+        assert!(matches!(worker.process_one(ahead).await, RunOutcome::Committed { .. }));
+        // A redelivery much later is still a redelivery, not a stale event.
+        clock.set(t0() + TimeDelta::days(800));
+        assert_eq!(
+            worker.process_one(sms("s2", "ok", t0() + TimeDelta::days(2))).await,
+            RunOutcome::AlreadyProcessed
+        );
     }
 }

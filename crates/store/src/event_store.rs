@@ -29,6 +29,15 @@ pub trait EventStore: Send + Sync {
     /// for incremental projection.
     async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError>;
 
+    /// The entry of `load_id`'s log whose entry id is `entry_id` (an event id, or `dec:{event_id}`
+    /// for a decision), if any: the worker compares a redelivered event with the one logged
+    /// under its id. Both backends read it through the `(load_id, entry_id)` unique index; the
+    /// default reads the whole log (for test doubles).
+    async fn read_entry(&self, load_id: &str, entry_id: &str) -> Result<Option<LogEntry>, StoreError> {
+        let (entries, _) = self.read(load_id).await?;
+        Ok(entries.into_iter().find(|e| e.entry_id() == entry_id))
+    }
+
     /// Appends `entries` and writes `outbox` rows in ONE transaction, only if the log is still
     /// at `expected_version`; returns the new version. On any error nothing is written.
     ///

@@ -4,8 +4,9 @@
 //! suite (`tests/contract/`).
 //!
 //! Layout:
-//! - [`event_store`]: [`EventStore`] — `read`, `read_since`, `append` (entries and outbox rows in
-//!   one transaction at an expected version), `append_batch`, `llm_cost`, `load_ids`.
+//! - [`event_store`]: [`EventStore`] — `read`, `read_since`, `read_entry`, `append` (entries and
+//!   outbox rows in one transaction at an expected version), `append_batch`, `llm_cost`,
+//!   `load_ids`.
 //! - [`outbox`]: [`Outbox`] — claims with tokens and leases, per-load order per destination,
 //!   marks, monitoring queries, `rows_for_load`.
 //! - [`timers`]: [`TimerStore`] — idempotent `schedule` / `cancel` / `mark_fired`, `due`.

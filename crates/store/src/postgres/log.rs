@@ -8,7 +8,9 @@ use sqlx::postgres::PgRow;
 use sqlx::{Executor, Postgres, Row};
 
 use super::{PgStore, unique_violation};
-use crate::codec::{EncodedAppend, copy_refusal, decode_log_stream, encode_append, limit_i64, to_u64};
+use crate::codec::{
+    EncodedAppend, copy_refusal, decode_entry, decode_log_stream, encode_append, limit_i64, to_u64,
+};
 use crate::error::{AppendError, StoreError};
 use crate::event_store::{AppendRequest, EventStore};
 use crate::outbox::NewOutboxRow;
@@ -231,6 +233,17 @@ impl EventStore for PgStore {
             return Ok((Vec::new(), to_u64(v)));
         }
         Ok((entries, v))
+    }
+
+    async fn read_entry(&self, load_id: &str, entry_id: &str) -> Result<Option<LogEntry>, StoreError> {
+        let row = sqlx::query_as::<_, (i64, i32, Vec<u8>)>(
+            "SELECT seq, schema_id, body FROM log_entries WHERE load_id = $1 AND entry_id = $2",
+        )
+        .bind(load_id)
+        .bind(entry_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|(seq, schema_id, body)| decode_entry(load_id, seq, i64::from(schema_id), &body)).transpose()
     }
 
     async fn append(

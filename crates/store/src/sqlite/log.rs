@@ -7,7 +7,9 @@ use sqlx::sqlite::{SqliteConnection, SqliteRow};
 
 use super::SqliteStore;
 use super::writer::WriteCmd;
-use crate::codec::{EncodedAppend, decode_log_stream, encode_append, limit_i64, sqlite_time, to_u64};
+use crate::codec::{
+    EncodedAppend, decode_entry, decode_log_stream, encode_append, limit_i64, sqlite_time, to_u64,
+};
 use crate::error::{AppendError, StoreError};
 use crate::event_store::{AppendRequest, EventStore};
 use crate::outbox::NewOutboxRow;
@@ -235,6 +237,17 @@ impl EventStore for SqliteStore {
             return Ok((Vec::new(), to_u64(v)));
         }
         Ok((entries, v))
+    }
+
+    async fn read_entry(&self, load_id: &str, entry_id: &str) -> Result<Option<LogEntry>, StoreError> {
+        let row = sqlx::query_as::<_, (i64, i64, Vec<u8>)>(
+            "SELECT seq, schema_id, body FROM log_entries WHERE load_id = ?1 AND entry_id = ?2",
+        )
+        .bind(load_id)
+        .bind(entry_id)
+        .fetch_optional(&self.readers)
+        .await?;
+        row.map(|(seq, schema_id, body)| decode_entry(load_id, seq, schema_id, &body)).transpose()
     }
 
     async fn append(

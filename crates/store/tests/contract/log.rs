@@ -75,6 +75,23 @@ pub async fn duplicate_entry_ids_are_refused<H: StoreHarness>(h: &H) {
     events.append("L2", &[sms("L2", "sms_0", t(0))], 0, &[]).await.expect("same id in another load");
 }
 
+/// `read_entry` finds an event or a decision by its entry id in its own load only, exactly as
+/// `read` returns it.
+pub async fn an_entry_is_read_by_its_id<H: StoreHarness>(h: &H) {
+    let events = &h.stores().events;
+    assert_eq!(events.read_entry("L1", "sms_0").await.expect("read_entry"), None, "an unknown load");
+    let entries = every_kind("L1");
+    events.append("L1", &entries, 0, &[]).await.expect("append");
+    events.append("L2", &[sms("L2", "only_in_l2", t(0))], 0, &[]).await.expect("append L2");
+    for entry in &entries {
+        let found = events.read_entry("L1", entry.entry_id()).await.expect("read_entry");
+        assert_eq!(found.as_ref(), Some(entry), "{}", entry.entry_id());
+    }
+    assert_eq!(events.read_entry("L1", "nope").await.expect("read_entry"), None);
+    assert_eq!(events.read_entry("L1", "only_in_l2").await.expect("read_entry"), None, "ids are per load");
+    assert!(events.read_entry("L2", "only_in_l2").await.expect("read_entry").is_some());
+}
+
 pub async fn duplicate_outbox_keys_are_refused<H: StoreHarness>(h: &H) {
     let events = &h.stores().events;
     let (entries, rows) = step("L1", 0);

@@ -44,6 +44,7 @@ contract!(
     log::plain_columns_sit_beside_the_avro_body,
     log::version_conflicts_write_nothing,
     log::duplicate_entry_ids_are_refused,
+    log::an_entry_is_read_by_its_id,
     log::duplicate_outbox_keys_are_refused,
     log::refused_appends_leave_no_row,
     log::concurrent_appends_have_one_winner_per_version,
