@@ -9,6 +9,7 @@
 //! - [`triggers`]: `detect_triggers(before, after)`, a pure diff.
 //! - [`action`]: actions as data, their destinations and classes.
 //! - [`decision`]: `DecisionRecord`, ask transitions and the step rule.
+//! - [`pii`]: redaction of phone numbers, email addresses and message text in logs.
 //!
 //! Architecture invariant: this crate is synchronous and performs no IO. It knows nothing of
 //! tokio, databases, Kafka, Avro, HTTP or any LLM vendor; CI checks it with `cargo tree`.
@@ -19,6 +20,7 @@ pub mod event;
 pub mod ids;
 pub mod load;
 pub mod log;
+pub mod pii;
 pub mod state;
 pub mod triggers;
 

@@ -9,6 +9,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
+use load_agent_domain::pii;
 use load_agent_llm::{
     ConfigError, DocumentFields, DocumentRequest, Draft, DraftRequest, ExtractedSop, LlmClient, LlmError,
     LlmMethod, LlmOutput, LlmResult, LlmUsage, Plan, PlanRequest, SopExtractionRequest, TriageRequest,
@@ -125,12 +126,13 @@ impl OpenAiClient {
                 status.as_u16(),
                 self.redact(&String::from_utf8_lossy(&bytes)).as_bytes(),
             );
-            tracing::warn!(method = method.as_str(), model = %model, status = status.as_u16(), latency_ms, error = %err, "LLM call failed");
+            // The body may quote the request (message text): its length only, unless log.debug_pii.
+            tracing::warn!(method = method.as_str(), model = %model, status = status.as_u16(), latency_ms, error = %pii::reason(reason_of(&err)), "LLM call failed");
             return Err(err);
         }
         let completion = parse_completion(method, &bytes).map_err(|e| {
             let e = redact_error(e, |t| self.redact(t));
-            tracing::warn!(method = method.as_str(), model = %model, latency_ms, error = %e, "LLM output rejected");
+            tracing::warn!(method = method.as_str(), model = %model, latency_ms, error = %pii::reason(reason_of(&e)), "LLM output rejected");
             e
         })?;
 
@@ -173,7 +175,7 @@ impl OpenAiClient {
             "request failed"
         };
         let err = LlmError::unavailable(method, self.redact(&format!("{kind}: {e}")));
-        tracing::warn!(method = method.as_str(), error = %err, "LLM call failed");
+        tracing::warn!(method = method.as_str(), error = %pii::scrub(&err.to_string()), "LLM call failed");
         err
     }
 
@@ -210,7 +212,7 @@ impl OpenAiClient {
                     input_tokens = usage.input_tokens,
                     output_tokens = usage.output_tokens,
                     cost_usd = usage.cost_usd,
-                    error = %err,
+                    error = %pii::text(reason_of(&err)),
                     "LLM output invalid"
                 );
                 Err(err)
@@ -227,6 +229,13 @@ impl OpenAiClient {
         let schema = self.schema(method)?;
         let (output, usage) = self.complete(method, &schema.schema, true, user).await?;
         self.finish(method, output, usage, &schema.validator, parse)
+    }
+}
+
+/// The reason of an error, for a log line that redacts what it quotes (`load_agent_domain::pii`).
+fn reason_of(err: &LlmError) -> &str {
+    match err {
+        LlmError::Unavailable { reason, .. } | LlmError::InvalidOutput { reason, .. } => reason,
     }
 }
 

@@ -474,3 +474,38 @@ async fn the_api_key_never_appears_in_debug_output_or_logs() {
     }
     assert!(format!("{:?}", config(&stub)).contains("***"));
 }
+
+#[tokio::test]
+async fn message_text_and_phone_numbers_quoted_by_the_provider_or_model_are_not_logged() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    const TEXT: &str = "Hi Luis, call dispatch at +1 312 555 0199 about the late load";
+    let stub = Stub::start(vec![
+        // Retried (the guard's line), then final (the client's line): both quote the body.
+        Reply::status(503, &format!(r#"{{"error":"overloaded while drafting: {TEXT}"}}"#)),
+        Reply::status(400, &format!(r#"{{"error":{{"message":"bad request: {TEXT}"}}}}"#)),
+        // Output that is not JSON, then JSON that is not a plan.
+        Reply::completion(&format!("not json: {TEXT}"), 1, 1),
+        Reply::json(json!({ "actions": [{ "kind": "send_sms", "text": TEXT }], "rationale": TEXT })),
+    ])
+    .await;
+    let client = guarded(&stub);
+    for _ in 0..3 {
+        assert!(client.plan(&plan_req()).await.is_err());
+    }
+
+    let logs = String::from_utf8_lossy(&captured.0.lock().expect("log lock")).into_owned();
+    assert!(logs.contains("LLM call failed, retrying"), "{logs}");
+    assert!(logs.contains("LLM output rejected") && logs.contains("LLM output invalid"), "{logs}");
+    assert!(logs.contains("chars redacted>"), "{logs}");
+    for pii in [TEXT, "Hi Luis", "312 555 0199", "late load"] {
+        assert!(!logs.contains(pii), "{pii:?} in the logs: {logs}");
+    }
+}

@@ -136,7 +136,9 @@ impl<C: LlmClient> Guarded<C> {
                         method = method.as_str(),
                         attempt = retry + 1,
                         delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                        error = %err,
+                        error = %load_agent_domain::pii::reason(match &err {
+                            LlmError::Unavailable { reason, .. } | LlmError::InvalidOutput { reason, .. } => reason,
+                        }),
                         "LLM call failed, retrying"
                     );
                     tokio::time::sleep(delay).await;

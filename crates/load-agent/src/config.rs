@@ -12,10 +12,49 @@ use figment::providers::{Format, Serialized, Toml};
 use figment::value::Value;
 use serde::{Deserialize, Serialize, Serializer};
 
-/// A secret value: `Debug`, `Display` and serialization print `***`.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
+/// A secret value: `Debug`, `Display` and serialization print `***`. Read from text, or from a
+/// TOML integer or boolean (`token = 12345` is the text `12345`); a configuration error about it
+/// never quotes it.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Secret(String);
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct SecretVisitor;
+        impl serde::de::Visitor<'_> for SecretVisitor {
+            type Value = Secret;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a secret as text")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Secret, E> {
+                Ok(Secret(v.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Secret, E> {
+                Ok(Secret(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Secret, E> {
+                Ok(Secret(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Secret, E> {
+                Ok(Secret(v.to_string()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Secret, E> {
+                Ok(Secret(v.to_string()))
+            }
+            fn visit_char<E: serde::de::Error>(self, v: char) -> Result<Secret, E> {
+                Ok(Secret(v.to_string()))
+            }
+            // Serde's own messages quote the value: these never do.
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Secret, E> {
+                Err(E::custom("a secret must be text (quote it); the value is not shown"))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Secret, E> {
+                Ok(Secret::default())
+            }
+        }
+        d.deserialize_any(SecretVisitor)
+    }
+}
 
 #[allow(dead_code)] // used by the service wiring
 impl Secret {
@@ -81,14 +120,93 @@ impl Serialize for DatabaseUrl {
     }
 }
 
-/// `scheme://user:password@host` → `scheme://user:***@host`.
+/// `scheme://user:password@host/db?password=x&sslpassword=y` →
+/// `scheme://user:***@host/db?password=***&sslpassword=***`. The user information ends at the
+/// last `@`, so a password holding an unescaped `@`, `/` or `?` is masked whole (a URL this
+/// cannot parse is masked more, never less).
 pub fn mask_url_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let Some((auth, host)) = rest.split_once('@') else { return url.to_string() };
-    match auth.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
+    let mut out = format!("{scheme}://");
+    let after_userinfo = match rest.rsplit_once('@') {
+        Some((userinfo, after)) => {
+            match userinfo.split_once(':') {
+                Some((user, _)) => out.push_str(&format!("{user}:***@")),
+                None => out.push_str(&format!("{userinfo}@")),
+            }
+            after
+        }
+        None => rest,
+    };
+    let (host_path, query) = match after_userinfo.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (after_userinfo, None),
+    };
+    out.push_str(host_path);
+    if let Some(query) = query {
+        out.push('?');
+        let params: Vec<String> = query
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some((k, _)) if k.to_ascii_lowercase().contains("password") => format!("{k}=***"),
+                _ => p.to_string(),
+            })
+            .collect();
+        out.push_str(&params.join("&"));
     }
+    out
+}
+
+/// `sslmode` values accepted for a Postgres server that is not on this machine: the two that
+/// encrypt, and `disable`, a deliberate opt-out (a service mesh that encrypts on its own).
+const POSTGRES_REMOTE_MODES: &[&str] = &["require", "verify-full", "disable"];
+
+/// Why a Postgres URL is refused, if it is: a server that is not on this machine (a loopback
+/// address or a Unix socket) must be reached over TLS, so `sslmode` must be `require` or
+/// `verify-full`, or plaintext chosen explicitly with `disable`. No `sslmode` (sqlx's `prefer`),
+/// `prefer` and `allow` are refused: they fall back to plaintext silently. `verify-ca` is refused
+/// everywhere: sqlx 0.8.6 builds its verifier from rustls's process-wide crypto provider, which
+/// panics in this build (rustls has both ring and aws-lc-rs), and it checks the host name anyway.
+/// The message never quotes the URL.
+fn postgres_tls_problem(url: &str) -> Option<String> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let (before_query, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let param = |name: &str| {
+        query.split('&').filter_map(|p| p.split_once('=')).find(|(k, _)| *k == name).map(|(_, v)| v)
+    };
+    let authority = before_query.rsplit_once('@').map_or(before_query, |(_, h)| h);
+    let authority = authority.split('/').next().unwrap_or_default();
+    let host = if let Some(bracketed) = authority.strip_prefix('[') {
+        bracketed.split(']').next().unwrap_or_default()
+    } else {
+        authority.split(':').next().unwrap_or_default()
+    };
+    let host = param("host").unwrap_or(host);
+    let local = host.is_empty()
+        || host.starts_with('/')
+        || host.starts_with("%2F")
+        || host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    let mode = param("sslmode").unwrap_or("prefer");
+    if mode == "verify-ca" {
+        return Some(
+            "sslmode=verify-ca is not supported (sqlx 0.8.6 with rustls checks the host name anyway); \
+             use sslmode=verify-full"
+                .to_string(),
+        );
+    }
+    if local || POSTGRES_REMOTE_MODES.contains(&mode) {
+        return None;
+    }
+    Some(format!(
+        "the server is not on this machine: add ?sslmode=verify-full (with sslrootcert=CA_FILE \
+         unless the server's CA is a public one) or require; sslmode={mode} falls back to \
+         plaintext silently (sslmode=disable chooses plaintext deliberately)"
+    ))
+}
+
+/// A URL setting held as text, printed with its password masked.
+fn serialize_masked_url<S: Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&mask_url_password(url))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -115,7 +233,9 @@ pub struct KafkaSettings {
     pub dlq_topic: String,
     /// Action topics are `<actions_topic_prefix>.<service>`.
     pub actions_topic_prefix: String,
-    /// A Confluent-compatible schema registry; empty means the embedded registry.
+    /// A Confluent-compatible schema registry; empty means the embedded registry. A password in
+    /// it (`https://user:pass@registry`) is masked when printed.
+    #[serde(serialize_with = "serialize_masked_url")]
     pub schema_registry_url: String,
     /// `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`.
     pub security_protocol: String,
@@ -185,6 +305,7 @@ pub struct LlmConfig {
     pub run_deadline_ms: u64,
     pub calls_per_second: u32,
     /// An OpenAI-compatible endpoint (DeepSeek, llama.cpp server, vLLM); empty means none.
+    #[serde(serialize_with = "serialize_masked_url")]
     pub openai_base_url: String,
     pub openai_api_key: Secret,
     /// The default model for draft, plan and extract_sop.
@@ -293,6 +414,8 @@ pub struct RelaySettings {
     /// Per-contact send limits, `dest=N/PERIOD[,...]` (e.g. `sms=6/1h`); an action over the
     /// limit waits in the outbox (never dropped, no retry budget spent).
     pub send_limits: String,
+    /// Rows of one claimed batch sent at once (per-load order holds at any value).
+    pub concurrency: usize,
 }
 
 impl Default for RelaySettings {
@@ -305,6 +428,7 @@ impl Default for RelaySettings {
             backoff_base_ms: 5000,
             backoff_max_secs: 60,
             send_limits: "sms=6/1h".into(),
+            concurrency: 16,
         }
     }
 }
@@ -403,6 +527,16 @@ fn bad(setting: &str, problem: impl Into<String>) -> ConfigError {
     ConfigError { setting: setting.into(), problem: problem.into() }
 }
 
+/// `kafka.security_protocol` values (librdkafka's `security.protocol`, upper case).
+pub const KAFKA_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+
+/// `kafka.sasl_mechanism` values (librdkafka's `sasl.mechanisms`).
+pub const KAFKA_SASL_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+/// The settings that hold secrets (docs/security.md): never printed, never quoted in errors.
+pub const SECRET_SETTINGS: &[&str] =
+    &["database.url", "kafka.sasl_password", "llm.openai_api_key", "http.token"];
+
 const SECTIONS: &[&str] =
     &["database", "kafka", "http", "llm", "relay", "timers", "worker", "log", "shutdown"];
 
@@ -420,7 +554,8 @@ impl Settings {
         let mut env_fig = Figment::new();
         for (k, v) in env {
             let Some(rest) = k.strip_prefix("LOAD_AGENT_") else { continue };
-            if rest == "CONFIG" {
+            // The configuration file, and the crash tests' hook (load_agent_runtime::crash).
+            if rest == "CONFIG" || rest == "CRASH_AT" {
                 continue;
             }
             let lower = rest.to_ascii_lowercase();
@@ -430,9 +565,15 @@ impl Settings {
             if !SECTIONS.contains(&section) {
                 return Err(bad(k, format!("unknown section {section:?}")));
             }
-            // Parsed as Figment parses environment values: numbers and booleans by their text.
-            let value: Value = v.parse().unwrap_or_else(|_| Value::from(v.clone()));
-            env_fig = env_fig.merge(Serialized::default(&format!("{section}.{key}"), value));
+            // Parsed as Figment parses environment values: numbers and booleans by their text;
+            // secrets verbatim (a numeric password stays the text it is).
+            let setting = format!("{section}.{key}");
+            let value: Value = if SECRET_SETTINGS.contains(&setting.as_str()) {
+                Value::from(v.clone())
+            } else {
+                v.parse().unwrap_or_else(|_| Value::from(v.clone()))
+            };
+            env_fig = env_fig.merge(Serialized::default(&setting, value));
         }
         let fig = fig.merge(env_fig);
         let settings: Settings = fig.extract().map_err(|e| {
@@ -441,6 +582,9 @@ impl Settings {
             bad(&setting, e.kind.to_string())
         })?;
         settings.validate()?;
+        // The configuration loaded is the one applied: log lines format phone numbers, addresses
+        // and message text through `load_agent_domain::pii`, redacted unless log.debug_pii.
+        load_agent_domain::pii::set_reveal(settings.log.debug_pii);
         Ok(settings)
     }
 
@@ -456,6 +600,11 @@ impl Settings {
                 "kafka.brokers is set (production mode): the store must be Postgres",
             ));
         }
+        if db.is_postgres()
+            && let Some(problem) = postgres_tls_problem(db.expose())
+        {
+            return Err(bad("database.url", problem));
+        }
         let addr: SocketAddr = self
             .http
             .addr
@@ -467,22 +616,7 @@ impl Settings {
                 format!("required when http.addr ({addr}) is not a loopback address"),
             ));
         }
-        let protocols = ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
-        if !protocols.contains(&self.kafka.security_protocol.as_str()) {
-            return Err(bad("kafka.security_protocol", format!("one of {}", protocols.join(", "))));
-        }
-        if self.kafka.security_protocol.starts_with("SASL") {
-            let mechs = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
-            if !mechs.contains(&self.kafka.sasl_mechanism.as_str()) {
-                return Err(bad("kafka.sasl_mechanism", format!("one of {} with SASL", mechs.join(", "))));
-            }
-            if self.kafka.sasl_username.is_empty() || self.kafka.sasl_password.is_empty() {
-                return Err(bad(
-                    "kafka.sasl_username",
-                    "SASL needs kafka.sasl_username and kafka.sasl_password",
-                ));
-            }
-        }
+        self.validate_kafka_security()?;
         if self.kafka.max_in_flight == 0 {
             return Err(bad("kafka.max_in_flight", "must be at least 1"));
         }
@@ -513,6 +647,67 @@ impl Settings {
             return Err(bad(
                 "worker.concurrency",
                 "worker.concurrency and worker.cache_capacity must be positive",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `kafka.security_protocol` and what goes with it: SASL needs a known mechanism and both
+    /// credentials; credentials or a CA bundle that the protocol would not use are refused, so a
+    /// forgotten `security_protocol` never silently falls back to plaintext.
+    fn validate_kafka_security(&self) -> Result<(), ConfigError> {
+        let k = &self.kafka;
+        let protocol = k.security_protocol.as_str();
+        if !KAFKA_PROTOCOLS.contains(&protocol) {
+            return Err(bad(
+                "kafka.security_protocol",
+                format!("{protocol:?} is not one of {}", KAFKA_PROTOCOLS.join(", ")),
+            ));
+        }
+        let sasl = protocol.starts_with("SASL_");
+        let tls = protocol.ends_with("SSL");
+        if sasl {
+            if !KAFKA_SASL_MECHANISMS.contains(&k.sasl_mechanism.as_str()) {
+                return Err(bad(
+                    "kafka.sasl_mechanism",
+                    format!(
+                        "{:?} is not one of {} (required with kafka.security_protocol {protocol})",
+                        k.sasl_mechanism,
+                        KAFKA_SASL_MECHANISMS.join(", ")
+                    ),
+                ));
+            }
+            if k.sasl_username.is_empty() {
+                return Err(bad(
+                    "kafka.sasl_username",
+                    format!("required with kafka.security_protocol {protocol}"),
+                ));
+            }
+            if k.sasl_password.is_empty() {
+                return Err(bad(
+                    "kafka.sasl_password",
+                    format!("required with kafka.security_protocol {protocol}"),
+                ));
+            }
+        } else {
+            let set = [
+                ("kafka.sasl_mechanism", k.sasl_mechanism.is_empty()),
+                ("kafka.sasl_username", k.sasl_username.is_empty()),
+                ("kafka.sasl_password", k.sasl_password.is_empty()),
+            ];
+            if let Some((name, _)) = set.iter().find(|(_, empty)| !empty) {
+                return Err(bad(
+                    name,
+                    format!(
+                        "set, but kafka.security_protocol {protocol} does not use SASL (SASL_SSL or SASL_PLAINTEXT)"
+                    ),
+                ));
+            }
+        }
+        if !tls && !k.ssl_ca_location.is_empty() {
+            return Err(bad(
+                "kafka.ssl_ca_location",
+                format!("set, but kafka.security_protocol {protocol} does not use TLS (SSL or SASL_SSL)"),
             ));
         }
         Ok(())
@@ -569,7 +764,7 @@ mod tests {
         let s = Settings::load(
             None,
             &env(&[
-                ("LOAD_AGENT_DATABASE_URL", "postgres://app:hunter2@db:5432/la"),
+                ("LOAD_AGENT_DATABASE_URL", "postgres://app:hunter2@db:5432/la?sslmode=verify-full"),
                 ("LOAD_AGENT_KAFKA_BROKERS", "k1:9092"),
                 ("LOAD_AGENT_RELAY_LEASE_SECS", "120"),
                 ("PATH", "/usr/bin"),
@@ -578,7 +773,7 @@ mod tests {
         .expect("valid");
         assert!(s.production());
         assert_eq!(s.relay.lease_secs, 120);
-        assert_eq!(s.database.url.expose(), "postgres://app:hunter2@db:5432/la");
+        assert_eq!(s.database.url.expose(), "postgres://app:hunter2@db:5432/la?sslmode=verify-full");
     }
 
     #[test]
@@ -604,7 +799,7 @@ mod tests {
         let s = Settings::load(
             None,
             &env(&[
-                ("LOAD_AGENT_DATABASE_URL", "postgres://app:hunter2@db:5432/la"),
+                ("LOAD_AGENT_DATABASE_URL", "postgres://app:hunter2@db:5432/la?sslmode=verify-full"),
                 ("LOAD_AGENT_LLM_PROVIDER", "local+openai"),
                 ("LOAD_AGENT_LLM_OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
                 ("LOAD_AGENT_LLM_OPENAI_MODEL", "deepseek-chat"),
@@ -619,7 +814,224 @@ mod tests {
             assert!(!printed.contains(leak), "{leak} printed");
             assert!(!debugged.contains(leak), "{leak} in Debug");
         }
-        assert!(printed.contains("postgres://app:***@db:5432/la"));
+        assert!(printed.contains("postgres://app:***@db:5432/la?sslmode=verify-full"));
+    }
+
+    const SASL_SSL: &[(&str, &str)] = &[
+        ("LOAD_AGENT_KAFKA_SECURITY_PROTOCOL", "SASL_SSL"),
+        ("LOAD_AGENT_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512"),
+        ("LOAD_AGENT_KAFKA_SASL_USERNAME", "load-agent"),
+        ("LOAD_AGENT_KAFKA_SASL_PASSWORD", "kafka-pw-7d1e"),
+        ("LOAD_AGENT_KAFKA_SSL_CA_LOCATION", "/etc/load-agent/kafka-ca.pem"),
+    ];
+
+    fn overrides(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        Settings::load(None, &env(pairs)).expect("valid").kafka_client_overrides()
+    }
+
+    fn props(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn kafka_security_settings_map_to_librdkafka_properties() {
+        assert_eq!(
+            overrides(SASL_SSL),
+            props(&[
+                ("security.protocol", "sasl_ssl"),
+                ("sasl.mechanisms", "SCRAM-SHA-512"),
+                ("sasl.username", "load-agent"),
+                ("sasl.password", "kafka-pw-7d1e"),
+                ("ssl.ca.location", "/etc/load-agent/kafka-ca.pem"),
+            ])
+        );
+        assert_eq!(
+            overrides(&[
+                ("LOAD_AGENT_KAFKA_SECURITY_PROTOCOL", "SSL"),
+                ("LOAD_AGENT_KAFKA_SSL_CA_LOCATION", "/ca.pem"),
+            ]),
+            props(&[("security.protocol", "ssl"), ("ssl.ca.location", "/ca.pem")])
+        );
+        assert_eq!(
+            overrides(&[
+                ("LOAD_AGENT_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT"),
+                ("LOAD_AGENT_KAFKA_SASL_MECHANISM", "PLAIN"),
+                ("LOAD_AGENT_KAFKA_SASL_USERNAME", "u"),
+                ("LOAD_AGENT_KAFKA_SASL_PASSWORD", "p"),
+            ]),
+            props(&[
+                ("security.protocol", "sasl_plaintext"),
+                ("sasl.mechanisms", "PLAIN"),
+                ("sasl.username", "u"),
+                ("sasl.password", "p"),
+            ])
+        );
+        assert_eq!(overrides(&[]), props(&[("security.protocol", "plaintext")]));
+    }
+
+    #[test]
+    fn invalid_kafka_security_is_refused_naming_the_setting() {
+        let with = |change: &[(&str, &str)]| {
+            let mut pairs: Vec<(&str, &str)> = SASL_SSL.to_vec();
+            for (k, v) in change {
+                pairs.retain(|(pk, _)| pk != k);
+                if !v.is_empty() {
+                    pairs.push((*k, *v));
+                }
+            }
+            Settings::load(None, &env(&pairs)).map(|_| ()).unwrap_err()
+        };
+        let e = with(&[("LOAD_AGENT_KAFKA_SECURITY_PROTOCOL", "TLS")]);
+        assert_eq!(e.setting, "kafka.security_protocol", "{e}");
+        assert!(e.problem.contains("\"TLS\"") && e.problem.contains("SASL_SSL"), "{e}");
+        let e = with(&[("LOAD_AGENT_KAFKA_SECURITY_PROTOCOL", "sasl_ssl")]);
+        assert_eq!(e.setting, "kafka.security_protocol", "{e}");
+        for mech in ["GSSAPI", "OAUTHBEARER", "scram-sha-512", ""] {
+            let e = with(&[("LOAD_AGENT_KAFKA_SASL_MECHANISM", mech)]);
+            assert_eq!(e.setting, "kafka.sasl_mechanism", "{mech}: {e}");
+        }
+        let e = with(&[("LOAD_AGENT_KAFKA_SASL_USERNAME", "")]);
+        assert_eq!(e.setting, "kafka.sasl_username", "{e}");
+        let e = with(&[("LOAD_AGENT_KAFKA_SASL_PASSWORD", "")]);
+        assert_eq!(e.setting, "kafka.sasl_password", "{e}");
+        // Credentials or a CA the protocol would not use: a forgotten protocol is not plaintext.
+        let e = Settings::load(None, &env(&[("LOAD_AGENT_KAFKA_SASL_PASSWORD", "pw")])).unwrap_err();
+        assert_eq!(e.setting, "kafka.sasl_password", "{e}");
+        assert!(!e.to_string().contains("pw\""), "the secret is not echoed: {e}");
+        let e = with(&[("LOAD_AGENT_KAFKA_SECURITY_PROTOCOL", "SSL")]);
+        assert_eq!(e.setting, "kafka.sasl_mechanism", "{e}");
+        let e = Settings::load(
+            None,
+            &env(&[
+                ("LOAD_AGENT_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT"),
+                ("LOAD_AGENT_KAFKA_SASL_MECHANISM", "PLAIN"),
+                ("LOAD_AGENT_KAFKA_SASL_USERNAME", "u"),
+                ("LOAD_AGENT_KAFKA_SASL_PASSWORD", "p"),
+                ("LOAD_AGENT_KAFKA_SSL_CA_LOCATION", "/ca.pem"),
+            ]),
+        )
+        .unwrap_err();
+        assert_eq!(e.setting, "kafka.ssl_ca_location", "{e}");
+    }
+
+    /// The overrides reach every librdkafka client configuration, applied last.
+    #[cfg(feature = "kafka")]
+    #[test]
+    fn kafka_security_reaches_every_client_config() {
+        let settings = Settings::load(None, &env(SASL_SSL)).expect("valid");
+        let mut kafka = load_agent_kafka::KafkaConfig::new("b:9093");
+        kafka.client_overrides = settings.kafka_client_overrides();
+        for config in
+            [kafka.consumer_config(), kafka.producer_config(), kafka.admin_config(), kafka.reader_config("g")]
+        {
+            assert_eq!(config.get("security.protocol"), Some("sasl_ssl"));
+            assert_eq!(config.get("sasl.mechanisms"), Some("SCRAM-SHA-512"));
+            assert_eq!(config.get("sasl.username"), Some("load-agent"));
+            assert_eq!(config.get("sasl.password"), Some("kafka-pw-7d1e"));
+            assert_eq!(config.get("ssl.ca.location"), Some("/etc/load-agent/kafka-ca.pem"));
+        }
+    }
+
+    #[test]
+    fn numeric_secrets_are_text_and_never_quoted() {
+        let s = Settings::load(
+            None,
+            &env(&[("LOAD_AGENT_HTTP_TOKEN", "20261202"), ("LOAD_AGENT_LLM_OPENAI_API_KEY", "1e5")]),
+        )
+        .expect("valid");
+        assert_eq!(s.http.token.expose(), "20261202");
+        assert_eq!(s.llm.openai_api_key.expose(), "1e5", "not read as the number 100000");
+        let dir = std::env::temp_dir().join(format!("la-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp");
+        let file = dir.join("c.toml");
+        std::fs::write(&file, "[http]\ntoken = 73191\n").expect("write");
+        let s = Settings::load(Some(&file), &[]).expect("an integer token is its text");
+        assert_eq!(s.http.token.expose(), "73191");
+        std::fs::write(&file, "[http]\ntoken = 7319.25\n").expect("write");
+        let e = Settings::load(Some(&file), &[]).unwrap_err();
+        assert_eq!(e.setting, "http.token", "{e}");
+        assert!(!e.to_string().contains("7319"), "the secret is quoted: {e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_remote_postgres_needs_tls() {
+        let load = |url: &str| Settings::load(None, &env(&[("LOAD_AGENT_DATABASE_URL", url)]));
+        for ok in [
+            "postgres://app:pw@db.internal/la?sslmode=verify-full",
+            "postgres://app:pw@db.internal:5432/la?sslmode=verify-full&sslrootcert=/etc/ca.pem",
+            "postgresql://app@10.0.0.5/la?sslmode=require",
+            "postgres://app@db.internal/la?application_name=x&sslmode=require",
+            "postgres://postgres@127.0.0.1:5432/test",
+            "postgres://postgres@localhost/test?sslmode=disable",
+            "postgres://postgres@[::1]:5432/test",
+            "postgres://app:pw@10.0.0.5:5432/la?sslmode=disable",
+            "postgres:///test?host=/var/run/postgresql",
+            "sqlite://load-agent.db",
+        ] {
+            assert!(load(ok).is_ok(), "{ok}: {:?}", load(ok).err());
+        }
+        for refused in [
+            "postgres://app:hunter2@db.internal/la",
+            "postgres://app:hunter2@db.internal/la?sslmode=prefer",
+            "postgres://app:hunter2@10.0.0.5:5432/la?sslmode=allow",
+            "postgres://app:hunter2@[2001:db8::1]/la?sslmode=allow",
+            "postgres://app:hunter2@127.0.0.1/la?host=db.internal",
+            "postgres://app:hunter2@db.internal/la?sslmode=verify-ca",
+            "postgres://app:hunter2@localhost/la?sslmode=verify-ca",
+        ] {
+            let e = load(refused).unwrap_err();
+            assert_eq!(e.setting, "database.url", "{refused}: {e}");
+            assert!(e.problem.contains("sslmode=verify-full"), "{e}");
+            assert!(!e.to_string().contains("hunter2"), "{e}");
+        }
+    }
+
+    /// librdkafka itself takes the settings: creating a client checks every property and loads
+    /// the CA bundle. Needs librdkafka built with OpenSSL (rdkafka's `ssl` feature, root
+    /// Cargo.toml), without which `SSL`, `SASL_SSL` and SCRAM are unavailable.
+    #[cfg(feature = "kafka")]
+    #[test]
+    fn librdkafka_accepts_tls_and_scram() {
+        use rdkafka::producer::BaseProducer;
+        let mut pairs = SASL_SSL.to_vec();
+        pairs.retain(|(k, _)| *k != "LOAD_AGENT_KAFKA_SSL_CA_LOCATION");
+        pairs.push(("LOAD_AGENT_KAFKA_SSL_CA_LOCATION", "/etc/ssl/certs/ca-certificates.crt"));
+        let settings = Settings::load(None, &env(&pairs)).expect("valid");
+        let mut kafka = load_agent_kafka::KafkaConfig::new("127.0.0.1:9");
+        kafka.client_overrides = settings.kafka_client_overrides();
+        let created = kafka.producer_config().create::<BaseProducer>();
+        assert!(created.is_ok(), "librdkafka refused the security settings: {:?}", created.err());
+    }
+
+    #[test]
+    fn url_passwords_are_masked_wherever_they_are() {
+        for (url, masked) in [
+            ("postgres://app:hunter2@db:5432/la", "postgres://app:***@db:5432/la"),
+            ("postgres://app:p@ss/w0rd@db/la?sslmode=require", "postgres://app:***@db/la?sslmode=require"),
+            ("postgres://app:p?ss@db/la", "postgres://app:***@db/la"),
+            ("postgres://db/la?application_name=a@b", "postgres://db/la?application_name=a@b"),
+            (
+                "postgres://app@db/la?sslmode=verify-full&password=hunter2&sslpassword=k3y",
+                "postgres://app@db/la?sslmode=verify-full&password=***&sslpassword=***",
+            ),
+            ("postgres://db/la", "postgres://db/la"),
+            ("sqlite://load-agent.db", "sqlite://load-agent.db"),
+            ("https://reg:s3cr3t@registry:8081", "https://reg:***@registry:8081"),
+        ] {
+            assert_eq!(mask_url_password(url), masked, "{url}");
+        }
+        let s = Settings::load(
+            None,
+            &env(&[
+                ("LOAD_AGENT_KAFKA_SCHEMA_REGISTRY_URL", "https://reg:s3cr3t@registry:8081"),
+                ("LOAD_AGENT_DATABASE_URL", "postgres://app@db/la?sslmode=require&password=hunter2"),
+            ]),
+        )
+        .expect("valid");
+        let printed = s.to_masked_toml();
+        assert!(!printed.contains("s3cr3t") && !printed.contains("hunter2"), "{printed}");
+        assert!(printed.contains("https://reg:***@registry:8081"), "{printed}");
     }
 
     #[test]

@@ -47,7 +47,7 @@ impl OpsAlerts {
             key = %alert.idempotency_key,
             action = alert.action_kind.as_str(),
             class = alert.class,
-            reason = %alert.reason,
+            reason = %load_agent_domain::pii::scrub(&alert.reason),
             "OPS ALERT: a {} action failed permanently",
             alert.class
         );

@@ -165,8 +165,8 @@ impl FakeServices {
                 destination = d.destination.as_str(),
                 load_id = %d.load_id,
                 key = %d.idempotency_key,
-                to = d.to.as_deref().unwrap_or("-"),
-                text = d.text.as_deref().unwrap_or(""),
+                to = %load_agent_domain::pii::contact(d.to.as_deref().unwrap_or("-")),
+                text = %load_agent_domain::pii::text(d.text.as_deref().unwrap_or("")),
                 "fake {} service delivered {}",
                 d.destination.as_str(),
                 d.kind.as_str()
