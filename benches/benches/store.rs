@@ -1,14 +1,16 @@
 //! Store throughput (issue 3): append on SQLite and Postgres with 1 and 16 concurrent loads, the
 //! batched append (several loads per transaction), read + project for logs of 10, 100 and 1,000
-//! entries, and outbox claim + mark.
+//! entries, outbox claims alone, and outbox claim + mark. Every group reports
+//! `Throughput::Elements`: appends, entries or outbox rows.
 //!
 //! Every append has the agent's shape, as `../shared/bench/pglimit/append.sql`: one inbound
 //! entry, one decision entry and two outbox rows (send_sms, set_timer), at an expected version.
 //!
-//! Postgres: `BENCH_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/bench`), one fresh
-//! schema per run, dropped at the end. SQLite: a file in a temporary directory (WAL,
-//! synchronous=FULL). Run with `cargo bench -p load-agent-benches --bench store`; see
-//! `docs/performance.md` for the figures and the raw pgbench ceiling measured next to them.
+//! Postgres: `BENCH_DATABASE_URL`, else `DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/bench`), one fresh schema per run, dropped at the end.
+//! SQLite: a file in a temporary directory (WAL, synchronous=FULL). Run with
+//! `cargo bench -p load-agent-benches --bench store`; see `docs/performance.md` for the figures
+//! and the raw pgbench ceiling measured next to them, and `docs/capacity.md` for every bench.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -44,14 +46,15 @@ impl Backends {
     async fn open() -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let sqlite = SqliteStore::open(dir.path().join("bench.db")).await.expect("open SQLite").into_stores();
-        let url =
-            std::env::var("BENCH_DATABASE_URL").unwrap_or_else(|_| DEFAULT_BENCH_DATABASE_URL.to_owned());
+        let url = std::env::var("BENCH_DATABASE_URL")
+            .or_else(|_| std::env::var("DATABASE_URL"))
+            .unwrap_or_else(|_| DEFAULT_BENCH_DATABASE_URL.to_owned());
         let schema = format!("bench_store_{}", uuid::Uuid::new_v4().simple());
         let options = StoreOptions { max_connections: 24, ..StoreOptions::default() };
         let pg_store = PgStore::connect_in_schema_with(&url, &schema, &options).await.unwrap_or_else(|e| {
             panic!(
-                "the store benches need Postgres at {url} (set BENCH_DATABASE_URL; create it with \
-                 `createdb -h 127.0.0.1 -U postgres bench`): {e}"
+                "the store benches need Postgres at {url} (set BENCH_DATABASE_URL or DATABASE_URL; \
+                 create it with `createdb -h 127.0.0.1 -U postgres bench`): {e}"
             )
         });
         Backends { sqlite, postgres: pg_store.clone().into_stores(), pg_store, _sqlite_dir: dir }
@@ -405,9 +408,44 @@ async fn claim_and_mark(stores: &Stores, iters: u64, concurrent_marks: bool) -> 
     start.elapsed()
 }
 
+/// Claims batches of 64 (timed), then marks every claimed row dispatched (untimed), so that
+/// claimed rows do not pile up under their leases between samples.
+async fn claim_only(stores: &Stores, iters: u64) -> Duration {
+    prepare_rows(stores, iters).await;
+    let now = base_time() + TimeDelta::days(1);
+    let outbox = stores.outbox.clone();
+    let mut claimed = Vec::new();
+    let start = Instant::now();
+    while (claimed.len() as u64) < iters {
+        let rows = outbox.pending(64, now).await.expect("claim");
+        if rows.is_empty() {
+            break;
+        }
+        claimed.extend(rows);
+    }
+    let elapsed = start.elapsed();
+    for chunk in claimed.chunks(64) {
+        let marks = chunk.iter().map(|r| outbox.mark_dispatched(&r.id, r.claim_token, "receipt-1", now));
+        for result in futures::future::join_all(marks).await {
+            result.expect("mark");
+        }
+    }
+    elapsed
+}
+
 fn claim_mark(c: &mut Criterion) {
     let rt = runtime();
     let backends = rt.block_on(Backends::open());
+    let mut group = c.benchmark_group("store_outbox_claim");
+    group.sample_size(10).measurement_time(Duration::from_secs(10)).warm_up_time(Duration::from_secs(2));
+    group.throughput(Throughput::Elements(1));
+    for (name, stores) in backends.each() {
+        group.bench_function(BenchmarkId::new(name, "batch64"), |b| {
+            b.to_async(&rt).iter_custom(|iters| claim_only(stores, iters));
+        });
+    }
+    group.finish();
+
     let mut group = c.benchmark_group("store_outbox_claim_mark");
     group.sample_size(10).measurement_time(Duration::from_secs(10)).warm_up_time(Duration::from_secs(2));
     group.throughput(Throughput::Elements(1));
