@@ -62,6 +62,10 @@ echo "KAFKA_BROKERS=$KAFKA_BROKERS"
 log "cargo test"
 cargo test --workspace --all-features --locked
 
+log "outages: Postgres restarted, then a broker restarted, during traffic (one at a time)"
+export NISSHI_BIN="$root/target/tools/nisshi/bin/nisshi"
+cargo test -p load-agent --all-features --locked --test outage -- --ignored --test-threads=1
+
 log "scenario evals through the CLI: SQLite, then Postgres"
 cargo run -q --locked --all-features -p load-agent -- eval --report target/eval-sqlite.json
 cargo run -q --locked --all-features -p load-agent -- eval --database-url "$DATABASE_URL" --report target/eval-postgres.json

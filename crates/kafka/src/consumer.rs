@@ -585,7 +585,11 @@ impl Runner {
                 self.processor.process(record).await
             };
             match outcome {
-                RecordOutcome::Committed { .. } | RecordOutcome::AlreadyProcessed => return true,
+                RecordOutcome::Committed { .. } => {
+                    load_agent_runtime::crash_point("worker.after_append");
+                    return true;
+                }
+                RecordOutcome::AlreadyProcessed => return true,
                 RecordOutcome::DeadLetter(dead) => loop {
                     match self.dlq.send(record, &dead).await {
                         Ok(w) => {

@@ -52,6 +52,10 @@ enum Command {
     /// SOP specs: check the files under a directory.
     #[command(subcommand)]
     Sop(commands::sop::SopCommand),
+    /// Generates realistic traffic through the whole service (embedded, or Kafka with
+    /// `--brokers`), measures throughput and latencies, runs pgbench on Postgres for the raw
+    /// ceiling, and writes a JSON report (docs/capacity.md).
+    Loadtest(commands::loadtest::LoadtestArgs),
     /// Applies the database migrations not applied yet (also done when the service starts).
     Migrate,
     /// The LLM cost of a load, from its log.
@@ -104,6 +108,7 @@ fn main() -> ExitCode {
         Command::Replay(a) => commands::replay::run_replay(a),
         #[cfg(feature = "kafka")]
         Command::Dump(a) => with_settings(cli.config.as_deref(), |s| commands::replay::run_dump(s, a)),
+        Command::Loadtest(a) => with_settings(cli.config.as_deref(), |s| commands::loadtest::run(s, a)),
         Command::Migrate => with_settings(cli.config.as_deref(), commands::store_cmds::run_migrate),
         Command::Cost(a) => with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_cost(s, a)),
         Command::Inspect(a) => {

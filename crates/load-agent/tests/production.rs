@@ -5,91 +5,17 @@
 //! Needs `KAFKA_BROKERS` and `DATABASE_URL`: run `./scripts/test.sh`, which starts both.
 #![cfg(feature = "kafka")]
 
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
-use load_agent_domain::{
-    Contact, EventKind, InboundEvent, Language, LoadRegistered, RiskBand, Role, Stop, StopKind,
-};
+use common::{Serve, env, free_port, http_get, ping, registration};
+use load_agent_domain::RiskBand;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: run ./scripts/test.sh"))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-fn at(s: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(s).expect("time").with_timezone(&Utc)
-}
-
-fn registration(load_id: &str) -> InboundEvent {
-    let t = |s: &str| DateTime::parse_from_rfc3339(s).expect("time");
-    let load = LoadRegistered {
-        load_id: load_id.into(),
-        client: "client_a".into(),
-        sop_version: None,
-        contacts: vec![Contact {
-            id: "drv".into(),
-            role: Role::Driver,
-            name: "Luis".into(),
-            phone: Some("+13125550111".into()),
-            email: None,
-            slack: None,
-            language: Language::En,
-        }],
-        stops: vec![
-            Stop {
-                sequence: 1,
-                kind: StopKind::Pickup,
-                name: "Acme DC".into(),
-                address: "1 Dock Rd".into(),
-                appointment: t("2026-03-02T08:00:00-06:00"),
-                po_numbers: vec!["55821".into()],
-                reference: None,
-            },
-            Stop {
-                sequence: 2,
-                kind: StopKind::Delivery,
-                name: "Store 88".into(),
-                address: "88 Main St".into(),
-                appointment: t("2026-03-02T16:00:00-05:00"),
-                po_numbers: vec![],
-                reference: None,
-            },
-        ],
-        reefer: None,
-    };
-    InboundEvent {
-        event_id: format!("reg-{load_id}"),
-        load_id: load_id.into(),
-        occurred_at: at("2026-03-02T12:50:00Z"),
-        kind: EventKind::LoadRegistered { load },
-    }
-}
-
-struct Service(Child);
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-    }
-}
-
-async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let resp = reqwest::get(format!("http://127.0.0.1:{port}{path}")).await.ok()?;
-    let status = resp.status().as_u16();
-    Some((status, resp.text().await.ok()?))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_in_production_mode_decides_from_kafka_and_publishes_actions() {
@@ -123,12 +49,12 @@ async fn serve_in_production_mode_decides_from_kafka_and_publishes_actions() {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start load-agent serve");
-    let mut service = Service(child);
+    let mut service = Serve { child, port };
 
     let deadline = Instant::now() + Duration::from_secs(60);
     while http_get(port, "/readyz").await.map(|r| r.0) != Some(200) {
         assert!(Instant::now() < deadline, "serve did not become ready");
-        if let Ok(Some(status)) = service.0.try_wait() {
+        if let Ok(Some(status)) = service.child.try_wait() {
             panic!("serve exited early: {status}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -141,18 +67,7 @@ async fn serve_in_production_mode_decides_from_kafka_and_publishes_actions() {
         .create()
         .expect("producer");
     let load_id = format!("{run}-L1");
-    let ping = InboundEvent {
-        event_id: format!("{load_id}-ping"),
-        load_id: load_id.clone(),
-        occurred_at: at("2026-03-02T13:00:00Z"),
-        kind: EventKind::Ping {
-            stop: 1,
-            delay_risk: RiskBand::High,
-            recorded_at: at("2026-03-02T13:00:00Z"),
-            lat: None,
-            lon: None,
-        },
-    };
+    let ping = ping(&load_id, 1, RiskBand::High);
     for event in [registration(&load_id), ping] {
         let bytes = load_agent_avro::encode_inbound(&event);
         producer
@@ -187,7 +102,7 @@ async fn serve_in_production_mode_decides_from_kafka_and_publishes_actions() {
         .create()
         .expect("consumer");
     consumer.subscribe(&[&format!("{prefix}actions.sms")]).expect("subscribe");
-    let want = format!("{load_id}/ask:eta_request:{load_id}-ping/1/send_sms");
+    let want = format!("{load_id}/ask:eta_request:{load_id}-ping-1/1/send_sms");
     let found = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             let Ok(m) = consumer.recv().await else { continue };
@@ -225,11 +140,11 @@ async fn serve_in_production_mode_decides_from_kafka_and_publishes_actions() {
     assert!(metrics.contains("load_agent_decisions_total{path=\"sop\"}"), "decisions by path");
 
     // SIGTERM: it stops within the grace period.
-    let pid = service.0.id().to_string();
+    let pid = service.child.id().to_string();
     let _ = Command::new("kill").args(["-TERM", &pid]).status();
     let stop_deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {
-        if let Ok(Some(s)) = service.0.try_wait() {
+        if let Ok(Some(s)) = service.child.try_wait() {
             break s;
         }
         assert!(Instant::now() < stop_deadline, "serve did not stop within the grace period");

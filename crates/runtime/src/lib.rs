@@ -13,6 +13,7 @@
 //! - [`alerts`]: [`OpsAlerts`], independent of the Hero tooling.
 //! - [`harness`]: [`InProcessRuntime`], the pieces wired on one set of stores.
 //! - [`shutdown`]: stopping the loops.
+//! - [`crash`]: crash points for the crash tests (`LOAD_AGENT_CRASH_AT`).
 //! - [`eval`]: `load-agent eval` ([`eval::run_eval`]).
 //!
 //! Architecture invariant: the runtime decides nothing. Decisions come from
@@ -22,6 +23,7 @@
 
 pub mod alerts;
 pub mod clock;
+pub mod crash;
 pub mod delivery;
 pub mod eval;
 pub mod harness;
@@ -34,6 +36,7 @@ pub mod worker;
 
 pub use alerts::{OpsAlert, OpsAlerts};
 pub use clock::{Clock, FakeClock, SystemClock};
+pub use crash::crash_point;
 pub use delivery::{
     ActionCommand, Delivered, DeliveryError, Destinations, FailMode, FakeServices, FaultChange, FaultRule,
     Receipt,

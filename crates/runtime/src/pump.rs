@@ -105,6 +105,7 @@ impl TimerPump {
                     warn!(load_id = %timer.load_id, timer_id = %timer.timer_id, error = %e, "timer not published; next pass");
                     continue;
                 }
+                crate::crash::crash_point("pump.after_publish");
                 match self.timers.mark_fired(&timer.timer_id, now).await {
                     Ok(()) => {
                         report.fired += 1;

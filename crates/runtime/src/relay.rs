@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use futures::StreamExt;
 use load_agent_domain::{ActionBody, EventKind, InboundEvent, OutcomeStatus, action_outcome_event_id};
 use load_agent_store::{ClaimedRow, NextAttempt, Outbox, StoreError, TimerRow, TimerStore};
 use serde::Serialize;
@@ -95,11 +96,21 @@ pub struct RelayConfig {
     /// Pause of the loop after a pass that found nothing to do.
     pub idle_poll: Duration,
     pub retry: RetryPolicy,
+    /// Rows of one claimed batch handled at once. A batch never holds two rows of one load and
+    /// destination (the claim hands out a row only when no earlier row of its load and
+    /// destination is pending), so per-load order holds at any value. 1 (the default) keeps
+    /// evals and replays in one deterministic order; the service runs `relay.concurrency`.
+    pub concurrency: usize,
 }
 
 impl Default for RelayConfig {
     fn default() -> Self {
-        RelayConfig { batch: 100, idle_poll: Duration::from_millis(500), retry: RetryPolicy::default() }
+        RelayConfig {
+            batch: 100,
+            idle_poll: Duration::from_millis(500),
+            retry: RetryPolicy::default(),
+            concurrency: 1,
+        }
     }
 }
 
@@ -122,6 +133,19 @@ pub struct RelayReport {
 }
 
 impl RelayReport {
+    /// Adds the counts of `other` (one row's handling) to these.
+    fn absorb(&mut self, other: RelayReport) {
+        self.claimed += other.claimed;
+        self.delivered += other.delivered;
+        self.timers_applied += other.timers_applied;
+        self.retried += other.retried;
+        self.dead += other.dead;
+        self.stale += other.stale;
+        self.publish_failures += other.publish_failures;
+        self.mark_failures += other.mark_failures;
+        self.ops_alerts += other.ops_alerts;
+    }
+
     /// Whether the pass touched anything.
     pub fn did_work(&self) -> bool {
         self.claimed > 0
@@ -200,12 +224,21 @@ impl Relay {
     pub async fn relay_once(&self, now: DateTime<Utc>) -> Result<RelayReport, StoreError> {
         let rows = self.outbox.pending(self.config.batch, now).await?;
         let mut report = RelayReport { claimed: rows.len(), ..RelayReport::default() };
-        for row in rows {
-            let span = info_span!("relay", load_id = %row.load_id, key = %row.id, destination = row.destination.as_str());
-            // Time moves during a pass (sends take time): each row reads the clock again, so
-            // the re-check right before its send sees whether its lease still holds.
-            let row_now = self.clock.now().max(now);
-            self.handle(row, row_now, &mut report).instrument(span).await;
+        let per_row = futures::stream::iter(rows)
+            .map(|row| async move {
+                let span = info_span!("relay", load_id = %row.load_id, key = %row.id, destination = row.destination.as_str());
+                // Time moves during a pass (sends take time): each row reads the clock again, so
+                // the re-check right before its send sees whether its lease still holds.
+                let row_now = self.clock.now().max(now);
+                let mut one = RelayReport::default();
+                self.handle(row, row_now, &mut one).instrument(span).await;
+                one
+            })
+            .buffered(self.config.concurrency.max(1))
+            .collect::<Vec<_>>()
+            .await;
+        for one in per_row {
+            report.absorb(one);
         }
         Ok(report)
     }
@@ -235,7 +268,10 @@ impl Relay {
             }
         } else {
             match self.destinations.send(row.destination, &command).await {
-                Ok(r) => Sent::Delivered(r),
+                Ok(r) => {
+                    crate::crash::crash_point("relay.after_send");
+                    Sent::Delivered(r)
+                }
                 Err(e) => Sent::Failed(e),
             }
         };
@@ -317,7 +353,7 @@ impl Relay {
         now: DateTime<Utc>,
         report: &mut RelayReport,
     ) {
-        debug!(retry_at = %at, reason = why, "attempt failed: retry scheduled");
+        debug!(retry_at = %at, reason = %load_agent_domain::pii::scrub(why), "attempt failed: retry scheduled");
         match self.outbox.mark_failed(&row.id, row.claim_token, why, NextAttempt::RetryAt(at), now).await {
             Ok(()) => report.retried += 1,
             Err(e) if e.is_stale() => report.stale += 1,
@@ -377,7 +413,7 @@ impl Relay {
                 report.dead += 1;
                 metrics::counter!("load_agent_dead_rows_total", "destination" => row.destination.as_str())
                     .increment(1);
-                warn!(reason = why, "outbox row is dead");
+                warn!(reason = %load_agent_domain::pii::scrub(why), "outbox row is dead");
                 if let Some(class) = class_label(row.action.body.class()) {
                     report.ops_alerts += 1;
                     self.alerts.raise(OpsAlert {

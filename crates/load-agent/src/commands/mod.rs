@@ -1,6 +1,7 @@
 //! One module per subcommand; each returns the process exit code.
 
 pub mod eval;
+pub mod loadtest;
 pub mod production;
 pub mod replay;
 pub mod serve;

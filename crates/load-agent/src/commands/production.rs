@@ -18,6 +18,9 @@ pub async fn run(settings: &Settings, role: Role) -> u8 {
 }
 
 #[cfg(feature = "kafka")]
+pub use imp::{Pipeline, kafka_config};
+
+#[cfg(feature = "kafka")]
 mod imp {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,7 +30,9 @@ mod imp {
         CacheConfig, ConsumerConfig, KafkaConfig, consume, ensure_topics, kafka_relay, kafka_timer_pump,
         record_processor,
     };
-    use load_agent_runtime::{Clock, SystemClock, shutdown_channel};
+    use load_agent_runtime::{Clock, Shutdown, SystemClock, shutdown_channel};
+    use load_agent_store::Stores;
+    use tokio::task::JoinSet;
     use tracing::{error, info, warn};
 
     use super::Role;
@@ -46,6 +51,67 @@ mod imp {
         c.group_id = k.group_id.clone();
         c.client_overrides = settings.kafka_client_overrides();
         c
+    }
+
+    /// The Kafka pipeline's loops, as `serve`, `worker`, `relay`, `timer-pump` and `loadtest`
+    /// run them.
+    pub struct Pipeline<'a> {
+        pub settings: &'a Settings,
+        pub stores: &'a Stores,
+        pub kafka: &'a KafkaConfig,
+        pub registry: Option<&'a Arc<load_agent_avro::registry_client::RegistryClient>>,
+        pub parts: ServiceParts,
+        pub clock: Arc<dyn Clock>,
+    }
+
+    impl Pipeline<'_> {
+        /// Spawns the loops of `role` on `tasks`; they stop on `shutdown`. An error is printed
+        /// and becomes the exit code.
+        pub fn spawn(self, role: Role, tasks: &mut JoinSet<()>, shutdown: &Shutdown) -> Result<(), u8> {
+            let Pipeline { settings, stores, kafka, registry, parts, clock } = self;
+            let ServiceParts { agent, llm, limits } = parts;
+            let rc = runtime_config(settings);
+            if matches!(role, Role::All | Role::Worker) {
+                let cache = CacheConfig {
+                    max_capacity: settings.worker.cache_capacity,
+                    time_to_idle: Duration::from_secs(settings.worker.cache_idle_secs),
+                    ..CacheConfig::default()
+                };
+                let (mut processor, _cache) =
+                    record_processor(stores, agent, llm, clock.clone(), rc.worker, cache);
+                if let Some(r) = registry {
+                    processor = processor.with_registry(r.clone());
+                }
+                let consumer = ConsumerConfig {
+                    max_buffered_per_partition: settings.kafka.max_in_flight,
+                    max_concurrent_runs: settings.worker.concurrency,
+                    drain_timeout: Duration::from_secs(settings.shutdown.grace_secs.saturating_sub(5).max(1)),
+                    ..ConsumerConfig::default()
+                };
+                let (k, s) = (kafka.clone(), shutdown.clone());
+                tasks.spawn(async move {
+                    match consume(&k, consumer, processor, s).await {
+                        Ok(report) => info!(?report, "consumer stopped"),
+                        Err(e) => error!(error = %e, "consumer failed"),
+                    }
+                });
+            }
+            if matches!(role, Role::All | Role::Relay) {
+                let relay = kafka_relay(stores, kafka, &limits, clock.clone(), rc.relay).map_err(|e| {
+                    eprintln!("load-agent: relay producer: {e}");
+                    1
+                })?;
+                tasks.spawn(Arc::new(relay).run(shutdown.clone()));
+            }
+            if matches!(role, Role::All | Role::TimerPump) {
+                let pump = kafka_timer_pump(stores, kafka, clock, rc.pump).map_err(|e| {
+                    eprintln!("load-agent: timer pump producer: {e}");
+                    1
+                })?;
+                tasks.spawn(Arc::new(pump).run(shutdown.clone()));
+            }
+            Ok(())
+        }
     }
 
     pub async fn run(settings: &Settings, role: Role) -> u8 {
@@ -93,60 +159,17 @@ mod imp {
             eprintln!("load-agent: creating topics on {}: {e}", kafka.brokers);
             return 1;
         }
-        let ServiceParts { agent, llm, limits } = match ServiceParts::build(settings) {
+        let parts = match ServiceParts::build(settings) {
             Ok(p) => p,
             Err(c) => return c,
         };
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let rc = runtime_config(settings);
         let (trigger, shutdown) = shutdown_channel();
         let mut tasks = tokio::task::JoinSet::new();
-        if matches!(role, Role::All | Role::Worker) {
-            let cache = CacheConfig {
-                max_capacity: settings.worker.cache_capacity,
-                time_to_idle: Duration::from_secs(settings.worker.cache_idle_secs),
-                ..CacheConfig::default()
-            };
-            let (mut processor, _cache) =
-                record_processor(&stores, agent.clone(), llm.clone(), clock.clone(), rc.worker, cache);
-            if let Some(r) = &registry {
-                processor = processor.with_registry(r.clone());
-            }
-            let consumer = ConsumerConfig {
-                max_buffered_per_partition: settings.kafka.max_in_flight,
-                max_concurrent_runs: settings.worker.concurrency,
-                drain_timeout: Duration::from_secs(settings.shutdown.grace_secs.saturating_sub(5).max(1)),
-                ..ConsumerConfig::default()
-            };
-            let (k, s) = (kafka.clone(), shutdown.clone());
-            tasks.spawn(async move {
-                match consume(&k, consumer, processor, s).await {
-                    Ok(report) => info!(?report, "consumer stopped"),
-                    Err(e) => error!(error = %e, "consumer failed"),
-                }
-            });
-        }
-        if matches!(role, Role::All | Role::Relay) {
-            match kafka_relay(&stores, &kafka, &limits, clock.clone(), rc.relay) {
-                Ok(relay) => {
-                    tasks.spawn(Arc::new(relay).run(shutdown.clone()));
-                }
-                Err(e) => {
-                    eprintln!("load-agent: relay producer: {e}");
-                    return 1;
-                }
-            }
-        }
-        if matches!(role, Role::All | Role::TimerPump) {
-            match kafka_timer_pump(&stores, &kafka, clock.clone(), rc.pump) {
-                Ok(pump) => {
-                    tasks.spawn(Arc::new(pump).run(shutdown.clone()));
-                }
-                Err(e) => {
-                    eprintln!("load-agent: timer pump producer: {e}");
-                    return 1;
-                }
-            }
+        let pipeline =
+            Pipeline { settings, stores: &stores, kafka: &kafka, registry: registry.as_ref(), parts, clock };
+        if let Err(c) = pipeline.spawn(role, &mut tasks, &shutdown) {
+            return c;
         }
         tasks.spawn(telemetry::sample_store_gauges(
             stores.clone(),

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use load_agent_agent::Agent;
+use load_agent_domain::pii;
 use load_agent_runtime::{
     FakeServices, InProcessRuntime, LogDeadLetters, PumpConfig, RelayConfig, RetryPolicy, RuntimeConfig,
     SystemClock, WorkerConfig, shutdown_channel,
@@ -76,6 +77,7 @@ pub fn runtime_config(settings: &Settings) -> RuntimeConfig {
         relay: RelayConfig {
             batch: r.batch as usize,
             idle_poll: Duration::from_millis(r.poll_ms),
+            concurrency: r.concurrency.max(1),
             retry: RetryPolicy {
                 budget: Duration::from_secs(r.retry_budget_secs),
                 base: Duration::from_millis(r.backoff_base_ms),
@@ -129,17 +131,14 @@ async fn serve_embedded(settings: &Settings) -> u8 {
         Ok(p) => p,
         Err(c) => return c,
     };
-    let debug_pii = settings.log.debug_pii;
+    // Phone numbers, addresses and message text go through `pii` (redacted unless log.debug_pii).
     let fakes = FakeServices::new().with_hook(move |d| {
-        let text = d.text.as_deref().unwrap_or("");
-        let shown =
-            if debug_pii { text.to_string() } else { format!("<{} chars redacted>", text.chars().count()) };
         info!(
             destination = d.destination.as_str(),
             load_id = %d.load_id,
             key = %d.idempotency_key,
-            to = d.to.as_deref().unwrap_or("-"),
-            text = %shown,
+            to = %pii::contact(d.to.as_deref().unwrap_or("-")),
+            text = %pii::text(d.text.as_deref().unwrap_or("")),
             "fake {} service delivered {}",
             d.destination.as_str(),
             d.kind.as_str()

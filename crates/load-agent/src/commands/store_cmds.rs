@@ -1,7 +1,7 @@
 //! Commands over the store: `migrate`, `cost LOAD_ID`, `inspect LOAD_ID`.
 
 use clap::Args;
-use load_agent_store::{Stores, migrate, open_store};
+use load_agent_store::{StoreOptions, Stores, migrate, open_store_with};
 
 use crate::config::Settings;
 use crate::timeline;
@@ -14,8 +14,17 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, u8> {
     })
 }
 
+/// The store of the settings: `database.url`, its pool size, and the relay's claim lease.
+pub fn store_options(settings: &Settings) -> StoreOptions {
+    StoreOptions {
+        lease: std::time::Duration::from_secs(settings.relay.lease_secs),
+        max_connections: settings.database.max_connections,
+        ..StoreOptions::default()
+    }
+}
+
 pub async fn open(settings: &Settings) -> Result<Stores, u8> {
-    open_store(settings.database.url.expose()).await.map_err(|e| {
+    open_store_with(settings.database.url.expose(), &store_options(settings)).await.map_err(|e| {
         eprintln!("load-agent: database.url ({}): {e}", settings.database.url.masked());
         1
     })

@@ -1,0 +1,566 @@
+//! `load-agent loadtest`: realistic traffic through the whole service, measured, then a JSON
+//! report (issue 9, docs/capacity.md).
+//!
+//! 1. With a Postgres database, pgbench first measures the raw ceiling: the transaction shape
+//!    of one append on the same server ([`pgbench`]).
+//! 2. The service starts in this process on the chosen store, exactly as `serve` wires it: the
+//!    in-process queue and fake delivery services (embedded), or Kafka in and out
+//!    (`--brokers`, production mode on its own topics `load-agent-loadtest-<run>.*`).
+//! 3. N loads are registered, then generated traffic ([`traffic`]) runs at `--rate` events per
+//!    second (or as fast as the service takes it, `--rate 0`) for `--warmup` + `--duration`
+//!    seconds. Timers and delivery outcomes follow by themselves; agent time runs
+//!    `--time-scale` times faster than real time so that the SOP's waits fire during the run.
+//! 4. The generator stops, the service drains, and the figures of the measured window
+//!    ([`probe`]) are printed and written as JSON.
+
+mod pgbench;
+mod probe;
+mod traffic;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use clap::Args;
+use load_agent_domain::InboundEvent;
+use load_agent_runtime::{Clock, LoadQueue, shutdown_channel};
+use load_agent_store::{Stores, migrate, open_store_with};
+use serde::Serialize;
+use tokio::task::JoinSet;
+
+use self::probe::{Latency, Probe, WindowFigures};
+use self::traffic::{Mix, Traffic};
+use crate::commands::serve::ServiceParts;
+use crate::commands::store_cmds::{runtime, store_options};
+use crate::config::Settings;
+
+#[derive(Debug, Args)]
+pub struct LoadtestArgs {
+    /// Loads in the test; each is registered before the measured traffic starts.
+    #[arg(long, default_value_t = 20_000)]
+    pub loads: usize,
+    /// Generated events per second after registration; 0 runs as fast as the service takes
+    /// them (at most --max-backlog generated events uncommitted).
+    #[arg(long, default_value_t = 400.0)]
+    pub rate: f64,
+    /// Seconds of measured traffic.
+    #[arg(long, default_value_t = 300)]
+    pub duration: u64,
+    /// Seconds of traffic before the measurement starts.
+    #[arg(long, default_value_t = 15)]
+    pub warmup: u64,
+    /// Agent time runs this many times faster than real time (SOP waits of 30 minutes fire
+    /// after 3 real minutes at 10). Latencies are real time.
+    #[arg(long, default_value_t = 10.0)]
+    pub time_scale: f64,
+    /// Generated events published and not yet committed, at most (`--rate 0` and registration).
+    #[arg(long, default_value_t = 2_000)]
+    pub max_backlog: usize,
+    /// The store: a Postgres or SQLite URL. Default: a fresh SQLite file in a temporary folder.
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// Kafka bootstrap servers: run in production mode (Kafka in and out). Needs a build with
+    /// `--features kafka`. Default: the in-process queue.
+    #[arg(long)]
+    pub brokers: Option<String>,
+    /// Seconds of pgbench per client count before the test (Postgres only); 0 skips it.
+    #[arg(long, default_value_t = 20)]
+    pub pgbench_secs: u32,
+    /// pgbench client counts.
+    #[arg(long, value_delimiter = ',', default_value = "16")]
+    pub pgbench_clients: Vec<u32>,
+    /// Seconds to wait after the traffic for in-flight work to finish.
+    #[arg(long, default_value_t = 60)]
+    pub drain: u64,
+    /// Seed of the traffic generator.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Where the JSON report goes.
+    #[arg(long, default_value = "target/loadtest.json")]
+    pub out: PathBuf,
+}
+
+/// Agent time: starts at the wall clock and runs `scale` times faster.
+#[derive(Debug)]
+struct ScaledClock {
+    origin_real: Instant,
+    origin: DateTime<Utc>,
+    scale: f64,
+}
+
+impl Clock for ScaledClock {
+    fn now(&self) -> DateTime<Utc> {
+        let real = self.origin_real.elapsed().as_secs_f64() * self.scale;
+        self.origin + chrono::Duration::microseconds((real * 1e6) as i64)
+    }
+}
+
+/// The JSON report.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub mode: &'static str,
+    pub store: &'static str,
+    pub loads: usize,
+    pub target_rate: f64,
+    pub time_scale: f64,
+    pub mix: Mix,
+    pub started_at: DateTime<Utc>,
+    pub registration_secs: f64,
+    pub window: WindowFigures,
+    /// Age of the oldest pending outbox row, sampled each second (real ms).
+    pub relay_lag_ms: Latency,
+    /// How late the most overdue scheduled timer was, sampled each second (real ms).
+    pub timer_due_lag_ms: Latency,
+    pub pgbench: Vec<pgbench::PgbenchFigure>,
+    /// All committed events per second ÷ pgbench appends per second at the most clients.
+    pub fraction_of_raw: Option<f64>,
+    /// Generated events not committed and actions not published when the drain ended.
+    pub unfinished_events: usize,
+    pub unpublished_actions: usize,
+    pub peak_rss_mib: Option<f64>,
+}
+
+pub fn run(settings: &Settings, args: LoadtestArgs) -> u8 {
+    let scale_ok = args.time_scale.is_finite() && args.time_scale >= 1.0;
+    let rate_ok = args.rate.is_finite() && args.rate >= 0.0;
+    if args.loads == 0 || args.duration == 0 || !scale_ok || !rate_ok {
+        eprintln!(
+            "load-agent loadtest: --loads and --duration must be positive, --time-scale at least 1, --rate not negative"
+        );
+        return 2;
+    }
+    // The service logs every decision at info; under load only warnings are worth reading
+    // unless the log level is set explicitly.
+    let mut log = settings.log.clone();
+    if std::env::var_os("LOAD_AGENT_LOG_LEVEL").is_none() && std::env::var_os("RUST_LOG").is_none() {
+        log.level = "warn".into();
+    }
+    crate::telemetry::init_logs(&log);
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(c) => return c,
+    };
+    rt.block_on(run_async(settings, args))
+}
+
+async fn run_async(settings: &Settings, args: LoadtestArgs) -> u8 {
+    let tmp = match tempfile::tempdir() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("load-agent loadtest: temporary folder: {e}");
+            return 1;
+        }
+    };
+    let url = args
+        .database_url
+        .clone()
+        .unwrap_or_else(|| format!("sqlite://{}", tmp.path().join("loadtest.db").display()));
+    let postgres = url.starts_with("postgres");
+    if let Err(e) = migrate(&url).await {
+        eprintln!("load-agent loadtest: --database-url: {e}");
+        return 1;
+    }
+    let mut pg = Vec::new();
+    if postgres && args.pgbench_secs > 0 {
+        eprintln!("loadtest: pgbench, {} s per client count {:?}", args.pgbench_secs, args.pgbench_clients);
+        let (u, c, s) = (url.clone(), args.pgbench_clients.clone(), args.pgbench_secs);
+        match tokio::task::spawn_blocking(move || pgbench::run(&u, &c, s)).await {
+            Ok(Ok(figures)) => pg = figures,
+            Ok(Err(e)) => {
+                eprintln!("load-agent loadtest: {e}");
+                return 1;
+            }
+            Err(e) => {
+                eprintln!("load-agent loadtest: pgbench task: {e}");
+                return 1;
+            }
+        }
+        for f in &pg {
+            eprintln!("loadtest: pgbench {} clients: {:.0} appends/s", f.clients, f.appends_per_sec);
+        }
+    }
+    let stores = match open_store_with(&url, &store_options(settings)).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("load-agent loadtest: --database-url: {e}");
+            return 1;
+        }
+    };
+    let parts = match ServiceParts::build(settings) {
+        Ok(p) => p,
+        Err(c) => return c,
+    };
+    let probe = Probe::new(args.time_scale);
+    let probed = probe.wrap(&stores);
+    let clock: Arc<dyn Clock> =
+        Arc::new(ScaledClock { origin_real: Instant::now(), origin: Utc::now(), scale: args.time_scale });
+    let run_id = format!("lt{}", Utc::now().format("%m%d%H%M%S"));
+    let (trigger, shutdown) = shutdown_channel();
+    let mut tasks = JoinSet::new();
+    let started =
+        match start_service(settings, &args, &run_id, &probed, parts, clock.clone(), &mut tasks, &shutdown)
+            .await
+        {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+    let mode = started.mode;
+    let queue = started.queue;
+
+    // Registration.
+    let mut traffic = Traffic::new(&run_id, args.loads, args.seed, Mix::default());
+    let reg_start = Instant::now();
+    let mut publishing = JoinSet::new();
+    for i in 0..traffic.loads() {
+        while probe.backlog() >= args.max_backlog {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        publish(&queue, &probe, &mut publishing, traffic.registration(i, clock.now())).await;
+    }
+    let registered = wait_until(Duration::from_secs(args.drain.max(60)), || probe.backlog() == 0).await;
+    let registration_secs = reg_start.elapsed().as_secs_f64();
+    eprintln!(
+        "loadtest: {} loads registered in {registration_secs:.1} s{}",
+        args.loads,
+        if registered { "" } else { " (not all committed: the service is behind)" }
+    );
+
+    // Traffic, with the lag sampler.
+    let sampler = tokio::spawn(sample_lags(stores.clone(), clock.clone(), args.time_scale, shutdown.clone()));
+    let start = Instant::now();
+    let warm_end = start + Duration::from_secs(args.warmup);
+    let end = warm_end + Duration::from_secs(args.duration);
+    let mut sent: u64 = 0;
+    let mut last_report = start;
+    while Instant::now() < end {
+        let now = Instant::now();
+        let due = if args.rate > 0.0 {
+            ((now - start).as_secs_f64() * args.rate) as u64
+        } else {
+            sent + (args.max_backlog.saturating_sub(probe.backlog())) as u64
+        };
+        while sent < due {
+            publish(&queue, &probe, &mut publishing, traffic.next(clock.now())).await;
+            sent += 1;
+        }
+        if now - last_report >= Duration::from_secs(10) {
+            last_report = now;
+            let w = probe.window(now - Duration::from_secs(10), now);
+            eprintln!(
+                "loadtest: {:>4.0} s  {:>6.0} events/s committed ({:>6.0} generated)  p99 event→commit {:>7.1} ms  backlog {}",
+                (now - start).as_secs_f64(),
+                w.events_per_sec,
+                w.generated_events_per_sec,
+                w.event_to_commit_ms.p99,
+                probe.backlog()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    while publishing.join_next().await.is_some() {}
+    eprintln!("loadtest: traffic stopped after {sent} events; draining (at most {} s)", args.drain);
+    wait_until(Duration::from_secs(args.drain), || {
+        let (events, actions) = probe.unfinished();
+        events == 0 && actions == 0
+    })
+    .await;
+    trigger.shutdown();
+    let lags = sampler.await.unwrap_or_default();
+    let _ = tokio::time::timeout(Duration::from_secs(settings.shutdown.grace_secs), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+
+    let window = probe.window(warm_end, end);
+    let (unfinished_events, unpublished_actions) = probe.unfinished();
+    let fraction_of_raw =
+        pg.iter().max_by_key(|f| f.clients).map(|f| window.events_per_sec / f.appends_per_sec.max(1e-9));
+    let report = Report {
+        mode,
+        store: if postgres { "postgres" } else { "sqlite" },
+        loads: args.loads,
+        target_rate: args.rate,
+        time_scale: args.time_scale,
+        mix: Mix::default(),
+        started_at: Utc::now(),
+        registration_secs,
+        window,
+        relay_lag_ms: Latency::of(lags.relay_ms),
+        timer_due_lag_ms: Latency::of(lags.timer_ms),
+        pgbench: pg,
+        fraction_of_raw,
+        unfinished_events,
+        unpublished_actions,
+        peak_rss_mib: peak_rss_mib(),
+    };
+    print_summary(&report);
+    let json = match serde_json::to_string_pretty(&report) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("load-agent loadtest: report: {e}");
+            return 1;
+        }
+    };
+    if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Err(e) = std::fs::write(&args.out, json + "\n") {
+        eprintln!("load-agent loadtest: {}: {e}", args.out.display());
+        return 1;
+    }
+    println!("report written to {}", args.out.display());
+    0
+}
+
+/// The running service: how events get in.
+struct Started {
+    mode: &'static str,
+    queue: Arc<dyn LoadQueue>,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn start_service(
+    settings: &Settings,
+    args: &LoadtestArgs,
+    run_id: &str,
+    stores: &Stores,
+    parts: ServiceParts,
+    clock: Arc<dyn Clock>,
+    tasks: &mut JoinSet<()>,
+    shutdown: &load_agent_runtime::Shutdown,
+) -> Result<Started, u8> {
+    match &args.brokers {
+        None => {
+            let _ = run_id;
+            let rt = embedded_runtime(settings, stores, parts, clock);
+            let loops = rt.spawn_loops(
+                settings.worker.concurrency,
+                Arc::new(load_agent_runtime::LogDeadLetters),
+                shutdown.clone(),
+            );
+            tasks.spawn(async move {
+                let mut loops = loops;
+                while loops.join_next().await.is_some() {}
+            });
+            Ok(Started { mode: "embedded", queue: Arc::new(RuntimeQueue(rt)) })
+        }
+        Some(brokers) => kafka::start(settings, brokers, run_id, stores, parts, clock, tasks, shutdown).await,
+    }
+}
+
+/// The embedded runtime as `serve` builds it: fake services, the per-contact send limit.
+fn embedded_runtime(
+    settings: &Settings,
+    stores: &Stores,
+    parts: ServiceParts,
+    clock: Arc<dyn Clock>,
+) -> Arc<load_agent_runtime::InProcessRuntime> {
+    let ServiceParts { agent, llm, limits } = parts;
+    let limited = Stores {
+        outbox: Arc::new(load_agent_kafka::ContactLimitedOutbox::new(
+            stores.outbox.clone(),
+            &limits,
+            clock.clone(),
+        )),
+        ..stores.clone()
+    };
+    let rc = crate::commands::serve::runtime_config(settings);
+    Arc::new(load_agent_runtime::InProcessRuntime::new(
+        limited,
+        agent,
+        llm,
+        clock,
+        load_agent_runtime::FakeServices::new(),
+        rc,
+    ))
+}
+
+/// Publishing into the embedded runtime's queue.
+#[derive(Debug)]
+struct RuntimeQueue(Arc<load_agent_runtime::InProcessRuntime>);
+
+#[async_trait::async_trait]
+impl LoadQueue for RuntimeQueue {
+    async fn publish(&self, event: InboundEvent) -> Result<(), load_agent_runtime::QueueError> {
+        self.0.publish(event).await
+    }
+    async fn try_receive(&self) -> Option<load_agent_runtime::Delivery> {
+        None
+    }
+    async fn receive(&self) -> Option<load_agent_runtime::Delivery> {
+        None
+    }
+    async fn ack(&self, _: &load_agent_runtime::Delivery) {}
+    async fn nack(&self, _: load_agent_runtime::Delivery) {}
+}
+
+/// Hands one event over without waiting for it (at most 512 hand-overs in flight).
+async fn publish(queue: &Arc<dyn LoadQueue>, probe: &Arc<Probe>, set: &mut JoinSet<()>, event: InboundEvent) {
+    while set.len() >= 512 {
+        let _ = set.join_next().await;
+    }
+    probe.published(&event.event_id);
+    let q = queue.clone();
+    set.spawn(async move {
+        let id = event.event_id.clone();
+        if let Err(e) = q.publish(event).await {
+            tracing::warn!(event_id = %id, error = %e, "loadtest: event not published");
+        }
+    });
+}
+
+async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    done()
+}
+
+#[derive(Debug, Default)]
+struct Lags {
+    relay_ms: Vec<f64>,
+    timer_ms: Vec<f64>,
+}
+
+/// Each second: the age of the oldest pending outbox row and of the most overdue timer.
+async fn sample_lags(
+    stores: Stores,
+    clock: Arc<dyn Clock>,
+    scale: f64,
+    mut shutdown: load_agent_runtime::Shutdown,
+) -> Lags {
+    let mut lags = Lags::default();
+    loop {
+        tokio::select! {
+            _ = shutdown.recv() => return lags,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        let now = clock.now();
+        if let Ok(age) = stores.outbox.oldest_pending_age(now).await {
+            lags.relay_ms.push(age.map_or(0.0, |d| d.as_secs_f64() * 1000.0 / scale));
+        }
+        if let Ok(lag) = stores.timers.oldest_due_lag(now).await {
+            lags.timer_ms.push(lag.map_or(0.0, |d| d.as_secs_f64() * 1000.0 / scale));
+        }
+    }
+}
+
+/// The process's peak resident memory (Linux `VmHWM`).
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
+fn print_summary(r: &Report) {
+    let w = &r.window;
+    println!("load test: {} mode on {}, {} loads, {:.0} s measured", r.mode, r.store, r.loads, w.seconds);
+    println!(
+        "  committed events/s: {:.0} (generated {:.0}/s, target {})",
+        w.events_per_sec,
+        w.generated_events_per_sec,
+        if r.target_rate > 0.0 { format!("{:.0}/s", r.target_rate) } else { "max".into() }
+    );
+    let l = |name: &str, x: &Latency| {
+        println!(
+            "  {name:<28} n={:<7} p50 {:>8.1} ms  p99 {:>8.1} ms  max {:>8.1} ms",
+            x.count, x.p50, x.p99, x.max
+        )
+    };
+    l("event → commit", &w.event_to_commit_ms);
+    l("commit → published", &w.commit_to_published_ms);
+    l("(send-limited) → published", &w.deferred_commit_to_published_ms);
+    l("timer lag (at fire)", &w.timer_lag_ms);
+    l("relay lag (sampled)", &r.relay_lag_ms);
+    for f in &r.pgbench {
+        println!("  pgbench, {} clients: {:.0} appends/s", f.clients, f.appends_per_sec);
+    }
+    if let Some(x) = r.fraction_of_raw {
+        println!("  end to end ÷ raw one-commit rate: {:.0} %", x * 100.0);
+    }
+    if let Some(m) = r.peak_rss_mib {
+        println!("  peak resident memory: {m:.0} MiB");
+    }
+    if r.unfinished_events + r.unpublished_actions > 0 {
+        println!(
+            "  unfinished after the drain: {} events, {} actions",
+            r.unfinished_events, r.unpublished_actions
+        );
+    }
+}
+
+#[cfg(not(feature = "kafka"))]
+mod kafka {
+    use super::*;
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start(
+        _settings: &Settings,
+        _brokers: &str,
+        _run_id: &str,
+        _stores: &Stores,
+        _parts: ServiceParts,
+        _clock: Arc<dyn Clock>,
+        _tasks: &mut JoinSet<()>,
+        _shutdown: &load_agent_runtime::Shutdown,
+    ) -> Result<Started, u8> {
+        eprintln!(
+            "load-agent loadtest: --brokers needs Kafka support; build with `cargo build --release -p load-agent --features kafka`"
+        );
+        Err(2)
+    }
+}
+
+#[cfg(feature = "kafka")]
+mod kafka {
+    use load_agent_kafka::{KafkaEventPublisher, ensure_topics};
+
+    use super::*;
+    use crate::commands::production::{Pipeline, kafka_config};
+    use crate::commands::serve::Role;
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start(
+        settings: &Settings,
+        brokers: &str,
+        run_id: &str,
+        stores: &Stores,
+        parts: ServiceParts,
+        clock: Arc<dyn Clock>,
+        tasks: &mut JoinSet<()>,
+        shutdown: &load_agent_runtime::Shutdown,
+    ) -> Result<Started, u8> {
+        let mut s = settings.clone();
+        s.kafka.brokers = brokers.to_owned();
+        let mut kafka = kafka_config(&s);
+        // Its own topics and group: a load test never writes to the service's topics.
+        let prefix = format!("load-agent-loadtest-{run_id}");
+        kafka.events_topic = format!("{prefix}.events");
+        kafka.dlq_topic = format!("{prefix}.events.dlq");
+        kafka.actions_topic_prefix = format!("{prefix}.actions");
+        kafka.group_id = prefix.clone();
+        if let Err(e) = ensure_topics(&kafka, &kafka.all_topics(), s.kafka.partitions, 1).await {
+            eprintln!("load-agent loadtest: creating topics on {brokers}: {e}");
+            return Err(1);
+        }
+        let pipeline = Pipeline { settings: &s, stores, kafka: &kafka, registry: None, parts, clock };
+        pipeline.spawn(Role::All, tasks, shutdown)?;
+        let publisher = KafkaEventPublisher::new(&kafka, "load-agent-loadtest").map_err(|e| {
+            eprintln!("load-agent loadtest: producer: {e}");
+            1
+        })?;
+        Ok(Started { mode: "kafka", queue: Arc::new(publisher) })
+    }
+}

@@ -1,0 +1,159 @@
+//! Crash tests (issue 10): the process is killed, not stopped politely, at each crash point
+//! (`LOAD_AGENT_CRASH_AT`, `std::process::abort`) and by `kill -9` in the middle of traffic,
+//! then restarted. After each: every inbound event has exactly one decision, every committed
+//! action reached the delivery services exactly once by key (redeliveries counted apart) or is
+//! dead with a failed outcome, and no timer is lost (`common::assert_guarantees`).
+//!
+//! Needs `KAFKA_BROKERS` and `DATABASE_URL`: run `./scripts/test.sh`, which starts both. The
+//! tests run one at a time (each starts `serve` twice on a 2-core machine).
+#![cfg(feature = "kafka")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    Db, ServeConfig, assert_guarantees, env, eventually, ping, produce, producer, registration, sms,
+};
+use load_agent_domain::{InboundEvent, RiskBand};
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// `loads` loads: registration, a high-risk ping (an ETA ask by SMS and a timer), a driver
+/// question and an ETA reply.
+fn traffic(run: &str, loads: usize) -> Vec<InboundEvent> {
+    let mut events = Vec::new();
+    for i in 0..loads {
+        let load = format!("{run}-L{i}");
+        events.push(registration(&load));
+        events.push(ping(&load, 1, RiskBand::High));
+        events.push(sms(&load, 1, "whats the po# for this one"));
+        events.push(sms(&load, 2, "running late, there by 3pm"));
+    }
+    events
+}
+
+fn name(test: &str) -> String {
+    format!("crash_{test}_{}", std::process::id())
+}
+
+/// One crash point: run with it armed until the process dies, restart, check.
+async fn crash_and_recover(test: &str, point: &str, loads: usize) -> common::DedupingService {
+    let _serial = SERIAL.lock().await;
+    let brokers = env("KAFKA_BROKERS");
+    let run = name(test);
+    let db = Db::fresh(&run).await;
+    let cfg = ServeConfig { brokers: &brokers, db_url: &db.url, prefix: &run, extra_env: vec![] };
+    let mut serve = cfg.spawn(Some(point));
+    serve.ready().await;
+    let events = traffic(&run, loads);
+    produce(&producer(&brokers), &cfg.events_topic(), &events).await;
+    let status = serve.exited(Duration::from_secs(90)).await;
+    assert!(!status.success(), "the crash point {point} killed the process ({status})");
+    drop(serve);
+    let mut again = cfg.spawn(None);
+    again.ready().await;
+    let service = assert_guarantees(&db, &cfg, &events).await;
+    drop(again);
+    db.drop_database().await;
+    service
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_after_the_append_and_before_the_offset_decides_each_event_once() {
+    // The 10th committed record: its offset is not stored, so the restarted consumer reads it
+    // (and whatever followed) again and finds it already in the log.
+    crash_and_recover("worker", "worker.after_append:10", 6).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_killed_after_the_send_and_before_the_mark_sends_again_under_the_same_key() {
+    let service = crash_and_recover("relay", "relay.after_send:3", 4).await;
+    // The row sent before the crash was not marked: after its lease the restarted relay sent
+    // it again, and the service recognised the key (the contact got one message).
+    assert!(service.duplicates >= 1, "the crashed send was redelivered under its key");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_pump_killed_after_publishing_and_before_the_mark_loses_no_timer() {
+    let _serial = SERIAL.lock().await;
+    let brokers = env("KAFKA_BROKERS");
+    let run = name("pump");
+    let db = Db::fresh(&run).await;
+    let cfg = ServeConfig { brokers: &brokers, db_url: &db.url, prefix: &run, extra_env: vec![] };
+    let mut serve = cfg.spawn(Some("pump.after_publish:2"));
+    serve.ready().await;
+    let mut events = Vec::new();
+    for i in 0..4 {
+        let load = format!("{run}-L{i}");
+        events.push(registration(&load));
+        events.push(ping(&load, 1, RiskBand::High));
+    }
+    produce(&producer(&brokers), &cfg.events_topic(), &events).await;
+    // Each ask scheduled its follow-up timer (30 minutes ahead).
+    eventually(60, "four timers scheduled", || async {
+        match db.scalar("SELECT count(*) FROM timers WHERE status = 'scheduled'").await {
+            4 => Ok(()),
+            n => Err(format!("{n} scheduled")),
+        }
+    })
+    .await;
+    // Time passes: the timers come due, the pump publishes the first, then dies after the
+    // second is published and before it is marked.
+    sqlx::query("UPDATE timers SET fire_at = now() - interval '1 second' WHERE status = 'scheduled'")
+        .execute(&db.pool)
+        .await
+        .expect("timers due");
+    let status = serve.exited(Duration::from_secs(60)).await;
+    assert!(!status.success(), "the pump crashed ({status})");
+    drop(serve);
+    let fired_before = db.scalar("SELECT count(*) FROM timers WHERE status = 'fired'").await;
+    assert!(fired_before < 4, "the crash left a published timer unmarked");
+    let mut again = cfg.spawn(None);
+    again.ready().await;
+    eventually(60, "every due timer fired and decided once", || async {
+        let fired = db.scalar("SELECT count(*) FROM timers WHERE status = 'fired'").await;
+        let decided = db
+            .scalar("SELECT count(*) FROM log_entries WHERE kind = 'decision' AND entry_id LIKE 'dec:evt:%'")
+            .await;
+        if fired >= 4 && decided >= 4 { Ok(()) } else { Err(format!("{fired} fired, {decided} decided")) }
+    })
+    .await;
+    // The timer published twice is one `timer_fired` event in the log (its id is the timer's).
+    let timer_events = db.scalar("SELECT count(*) FROM log_entries WHERE kind = 'timer_fired'").await;
+    assert!(timer_events >= 4, "each fired timer is logged: {timer_events}");
+    assert_guarantees(&db, &cfg, &events).await;
+    drop(again);
+    db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_killed_with_sigkill_in_the_middle_of_traffic_loses_nothing_and_no_contact_hears_twice() {
+    let _serial = SERIAL.lock().await;
+    let brokers = env("KAFKA_BROKERS");
+    let run = name("kill9");
+    let db = Db::fresh(&run).await;
+    let cfg = ServeConfig { brokers: &brokers, db_url: &db.url, prefix: &run, extra_env: vec![] };
+    let mut serve = cfg.spawn(None);
+    serve.ready().await;
+    let events = traffic(&run, 40);
+    let producer = producer(&brokers);
+    let (first, rest) = events.split_at(events.len() / 2);
+    produce(&producer, &cfg.events_topic(), first).await;
+    // Mid-stream: some records decided, some not, actions in flight.
+    eventually(60, "some decisions committed", || async {
+        match db.scalar("SELECT count(*) FROM log_entries WHERE kind = 'decision'").await {
+            n if n >= 20 => Ok(()),
+            n => Err(format!("{n} decisions")),
+        }
+    })
+    .await;
+    serve.kill9();
+    drop(serve);
+    produce(&producer, &cfg.events_topic(), rest).await;
+    let mut again = cfg.spawn(None);
+    again.ready().await;
+    assert_guarantees(&db, &cfg, &events).await;
+    drop(again);
+    db.drop_database().await;
+}
