@@ -428,7 +428,7 @@ impl Default for RelaySettings {
             backoff_base_ms: 5000,
             backoff_max_secs: 60,
             send_limits: "sms=6/1h".into(),
-            concurrency: 16,
+            concurrency: 64,
         }
     }
 }
