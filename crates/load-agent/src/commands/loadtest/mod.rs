@@ -119,6 +119,11 @@ pub struct Report {
     pub unfinished_events: usize,
     pub unpublished_actions: usize,
     pub peak_rss_mib: Option<f64>,
+    /// CPU seconds this process (the whole service) used in the measured window, and the
+    /// committed events per CPU second: the service's events per second per core. Postgres and
+    /// the broker are not included.
+    pub service_cpu_secs: Option<f64>,
+    pub events_per_service_cpu_sec: Option<f64>,
 }
 
 pub fn run(settings: &Settings, args: LoadtestArgs) -> u8 {
@@ -236,7 +241,11 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> u8 {
     let end = warm_end + Duration::from_secs(args.duration);
     let mut sent: u64 = 0;
     let mut last_report = start;
+    let mut cpu_at_warm_end = None;
     while Instant::now() < end {
+        if cpu_at_warm_end.is_none() && Instant::now() >= warm_end {
+            cpu_at_warm_end = cpu_secs();
+        }
         let now = Instant::now();
         let due = if args.rate > 0.0 {
             ((now - start).as_secs_f64() * args.rate) as u64
@@ -261,6 +270,7 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> u8 {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    let service_cpu_secs = cpu_secs().zip(cpu_at_warm_end).map(|(b, a)| b - a);
     while publishing.join_next().await.is_some() {}
     eprintln!("loadtest: traffic stopped after {sent} events; draining (at most {} s)", args.drain);
     wait_until(Duration::from_secs(args.drain), || {
@@ -288,7 +298,7 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> u8 {
         mix: Mix::default(),
         started_at: Utc::now(),
         registration_secs,
-        window,
+        window: window.clone(),
         relay_lag_ms: Latency::of(lags.relay_ms),
         timer_due_lag_ms: Latency::of(lags.timer_ms),
         pgbench: pg,
@@ -296,6 +306,10 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> u8 {
         unfinished_events,
         unpublished_actions,
         peak_rss_mib: peak_rss_mib(),
+        events_per_service_cpu_sec: service_cpu_secs
+            .filter(|c| *c > 0.0)
+            .map(|c| window.events_per_sec * window.seconds / c),
+        service_cpu_secs,
     };
     print_summary(&report);
     let json = match serde_json::to_string_pretty(&report) {
@@ -473,6 +487,18 @@ async fn analyze_without_autovacuum(url: String, mut shutdown: load_agent_runtim
     }
 }
 
+/// CPU seconds (user + system) this process has used so far (Linux `/proc/self/stat`, in the
+/// usual 100 ticks per second).
+fn cpu_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
 /// The process's peak resident memory (Linux `VmHWM`).
 fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -512,6 +538,9 @@ fn print_summary(r: &Report) {
     }
     if let Some(x) = r.fraction_of_raw {
         println!("  end to end ÷ raw one-commit rate: {:.0} %", x * 100.0);
+    }
+    if let (Some(c), Some(e)) = (r.service_cpu_secs, r.events_per_service_cpu_sec) {
+        println!("  service CPU: {c:.1} s in the window, {e:.0} events per CPU second");
     }
     if let Some(m) = r.peak_rss_mib {
         println!("  peak resident memory: {m:.0} MiB");
@@ -585,5 +614,25 @@ mod kafka {
             1
         })?;
         Ok(Started { mode: "kafka", queue: Arc::new(publisher) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_process_reads_its_own_cpu_time_and_peak_memory() {
+        assert!(cpu_secs().is_some_and(|c| c >= 0.0));
+        assert!(peak_rss_mib().is_some_and(|m| m > 0.0));
+    }
+
+    #[test]
+    fn agent_time_runs_faster_by_the_scale() {
+        let clock = ScaledClock { origin_real: Instant::now(), origin: Utc::now(), scale: 10.0 };
+        let a = clock.now();
+        std::thread::sleep(Duration::from_millis(50));
+        let agent_ms = (clock.now() - a).num_milliseconds();
+        assert!(agent_ms >= 500, "50 real ms are at least 500 agent ms, got {agent_ms}");
     }
 }
