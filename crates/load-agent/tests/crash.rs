@@ -13,25 +13,11 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    Db, ServeConfig, assert_guarantees, env, eventually, ping, produce, producer, registration, sms,
+    Db, ServeConfig, assert_guarantees, env, eventually, ping, produce, producer, registration, traffic,
 };
-use load_agent_domain::{InboundEvent, RiskBand};
+use load_agent_domain::RiskBand;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// `loads` loads: registration, a high-risk ping (an ETA ask by SMS and a timer), a driver
-/// question and an ETA reply.
-fn traffic(run: &str, loads: usize) -> Vec<InboundEvent> {
-    let mut events = Vec::new();
-    for i in 0..loads {
-        let load = format!("{run}-L{i}");
-        events.push(registration(&load));
-        events.push(ping(&load, 1, RiskBand::High));
-        events.push(sms(&load, 1, "whats the po# for this one"));
-        events.push(sms(&load, 2, "running late, there by 3pm"));
-    }
-    events
-}
 
 fn name(test: &str) -> String {
     format!("crash_{test}_{}", std::process::id())

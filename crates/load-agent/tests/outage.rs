@@ -15,22 +15,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{
-    Db, ServeConfig, assert_guarantees, env, free_port, ping, produce, producer, registration, sms,
-};
-use load_agent_domain::{InboundEvent, RiskBand};
-
-fn traffic(run: &str, loads: usize) -> Vec<InboundEvent> {
-    let mut events = Vec::new();
-    for i in 0..loads {
-        let load = format!("{run}-L{i}");
-        events.push(registration(&load));
-        events.push(ping(&load, 1, RiskBand::High));
-        events.push(sms(&load, 1, "whats the po# for this one"));
-        events.push(sms(&load, 2, "running late, there by 3pm"));
-    }
-    events
-}
+use common::{Db, ServeConfig, assert_guarantees, env, free_port, produce, producer, traffic};
+use load_agent_domain::InboundEvent;
 
 /// Publishes `events` over about `secs` seconds from a task of its own.
 fn trickle(

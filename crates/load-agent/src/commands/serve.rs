@@ -127,7 +127,7 @@ async fn serve_embedded(settings: &Settings) -> u8 {
         Ok(s) => s,
         Err(c) => return c,
     };
-    let ServiceParts { agent, llm, limits } = match ServiceParts::build(settings) {
+    let parts = match ServiceParts::build(settings) {
         Ok(p) => p,
         Err(c) => return c,
     };
@@ -144,18 +144,8 @@ async fn serve_embedded(settings: &Settings) -> u8 {
             d.kind.as_str()
         );
     });
-    // Per-contact send limits: an action over a limit waits in the outbox (never dropped).
     let clock: Arc<dyn load_agent_runtime::Clock> = Arc::new(SystemClock);
-    let limited = load_agent_store::Stores {
-        outbox: Arc::new(load_agent_kafka::ContactLimitedOutbox::new(
-            stores.outbox.clone(),
-            &limits,
-            clock.clone(),
-        )),
-        ..stores.clone()
-    };
-    let rt =
-        Arc::new(InProcessRuntime::new(limited, agent, llm, clock.clone(), fakes, runtime_config(settings)));
+    let rt = embedded_runtime(settings, &stores, parts, clock, fakes);
     let (trigger, shutdown) = shutdown_channel();
     let mut tasks = rt.spawn_loops(settings.worker.concurrency, Arc::new(LogDeadLetters), shutdown.clone());
     tasks.spawn(telemetry::sample_store_gauges(stores.clone(), Duration::from_secs(10), shutdown.clone()));
@@ -200,6 +190,28 @@ async fn serve_embedded(settings: &Settings) -> u8 {
     }
     info!("stopped");
     0
+}
+
+/// The embedded runtime on `stores`, as `serve` and `loadtest` run it: the per-contact send
+/// limits in front of the outbox (an action over a limit waits there, never dropped) and the
+/// fake delivery services `fakes`.
+pub fn embedded_runtime(
+    settings: &Settings,
+    stores: &load_agent_store::Stores,
+    parts: ServiceParts,
+    clock: Arc<dyn load_agent_runtime::Clock>,
+    fakes: FakeServices,
+) -> Arc<InProcessRuntime> {
+    let ServiceParts { agent, llm, limits } = parts;
+    let limited = load_agent_store::Stores {
+        outbox: Arc::new(load_agent_kafka::ContactLimitedOutbox::new(
+            stores.outbox.clone(),
+            &limits,
+            clock.clone(),
+        )),
+        ..stores.clone()
+    };
+    Arc::new(InProcessRuntime::new(limited, agent, llm, clock, fakes, runtime_config(settings)))
 }
 
 /// SIGTERM or Ctrl-C.

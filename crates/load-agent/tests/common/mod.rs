@@ -97,6 +97,20 @@ pub fn sms(load_id: &str, n: u32, text: &str) -> InboundEvent {
     }
 }
 
+/// `loads` loads: registration, a high-risk ping (an ETA ask by SMS and a timer), a driver
+/// question and an ETA reply.
+pub fn traffic(run: &str, loads: usize) -> Vec<InboundEvent> {
+    let mut events = Vec::new();
+    for i in 0..loads {
+        let load = format!("{run}-L{i}");
+        events.push(registration(&load));
+        events.push(ping(&load, 1, RiskBand::High));
+        events.push(sms(&load, 1, "whats the po# for this one"));
+        events.push(sms(&load, 2, "running late, there by 3pm"));
+    }
+    events
+}
+
 /// A fresh database, dropped at the end of the test.
 pub struct Db {
     pub admin: PgPool,

@@ -349,8 +349,8 @@ async fn start_service(
 ) -> Result<Started, u8> {
     match &args.brokers {
         None => {
-            let _ = run_id;
-            let rt = embedded_runtime(settings, stores, parts, clock);
+            let fakes = load_agent_runtime::FakeServices::new();
+            let rt = crate::commands::serve::embedded_runtime(settings, stores, parts, clock, fakes);
             let loops = rt.spawn_loops(
                 settings.worker.concurrency,
                 Arc::new(load_agent_runtime::LogDeadLetters),
@@ -360,56 +360,10 @@ async fn start_service(
                 let mut loops = loops;
                 while loops.join_next().await.is_some() {}
             });
-            Ok(Started { mode: "embedded", queue: Arc::new(RuntimeQueue(rt)) })
+            Ok(Started { mode: "embedded", queue: rt.queue.clone() })
         }
         Some(brokers) => kafka::start(settings, brokers, run_id, stores, parts, clock, tasks, shutdown).await,
     }
-}
-
-/// The embedded runtime as `serve` builds it: fake services, the per-contact send limit.
-fn embedded_runtime(
-    settings: &Settings,
-    stores: &Stores,
-    parts: ServiceParts,
-    clock: Arc<dyn Clock>,
-) -> Arc<load_agent_runtime::InProcessRuntime> {
-    let ServiceParts { agent, llm, limits } = parts;
-    let limited = Stores {
-        outbox: Arc::new(load_agent_kafka::ContactLimitedOutbox::new(
-            stores.outbox.clone(),
-            &limits,
-            clock.clone(),
-        )),
-        ..stores.clone()
-    };
-    let rc = crate::commands::serve::runtime_config(settings);
-    Arc::new(load_agent_runtime::InProcessRuntime::new(
-        limited,
-        agent,
-        llm,
-        clock,
-        load_agent_runtime::FakeServices::new(),
-        rc,
-    ))
-}
-
-/// Publishing into the embedded runtime's queue.
-#[derive(Debug)]
-struct RuntimeQueue(Arc<load_agent_runtime::InProcessRuntime>);
-
-#[async_trait::async_trait]
-impl LoadQueue for RuntimeQueue {
-    async fn publish(&self, event: InboundEvent) -> Result<(), load_agent_runtime::QueueError> {
-        self.0.publish(event).await
-    }
-    async fn try_receive(&self) -> Option<load_agent_runtime::Delivery> {
-        None
-    }
-    async fn receive(&self) -> Option<load_agent_runtime::Delivery> {
-        None
-    }
-    async fn ack(&self, _: &load_agent_runtime::Delivery) {}
-    async fn nack(&self, _: load_agent_runtime::Delivery) {}
 }
 
 /// Hands one event over without waiting for it (at most 512 hand-overs in flight).
