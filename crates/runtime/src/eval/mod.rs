@@ -376,7 +376,7 @@ async fn run_step(
                 published.insert(id.clone(), e.clone());
                 Some(e)
             }
-            StepEvent::Redeliver { of } => published.get(of).cloned(),
+            StepEvent::Redeliver { of, .. } => published.get(of).cloned(),
         };
         match event {
             Some(e) => {

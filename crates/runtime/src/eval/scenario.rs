@@ -420,17 +420,29 @@ pub enum StepEvent {
         kind: load_agent_domain::EventKind,
         occurred_at: DateTime<Utc>,
     },
-    /// The earlier event with this id, published again unchanged.
+    /// The earlier event with id `of`, published again unchanged (its record still carries `of`
+    /// as its event id). `step_id` is the step's own id when the scenario gives one: every event
+    /// of a scenario has a unique id (scenarios.md), and a later `redeliver` may name it in `of`.
     Redeliver {
         of: String,
+        step_id: Option<String>,
     },
 }
 
 impl StepEvent {
+    /// The event id on the wire: a redelivery carries the original event's id.
     pub fn id(&self) -> &str {
         match self {
             StepEvent::New { id, .. } => id,
-            StepEvent::Redeliver { of } => of,
+            StepEvent::Redeliver { of, .. } => of,
+        }
+    }
+
+    /// The id this step reserves among the scenario's ids.
+    fn step_id(&self) -> Option<&str> {
+        match self {
+            StepEvent::New { id, .. } => Some(id),
+            StepEvent::Redeliver { step_id, .. } => step_id.as_deref(),
         }
     }
 }
@@ -509,7 +521,9 @@ pub fn parse_scenario(path: &Path, text: &str) -> Result<Scenario, ScenarioError
     let start = raw.start.with_timezone(&Utc);
 
     let mut steps = Vec::with_capacity(raw.steps.len());
-    let mut ids: HashMap<String, usize> = HashMap::new();
+    // Every id a step has used: its step index and the id of the event it publishes (a
+    // redelivery's own id stands for the original event).
+    let mut ids: HashMap<String, (usize, String)> = HashMap::new();
     let mut prev_at = start;
     for (i, s) in raw.steps.iter().enumerate() {
         let line = line_of_step(i);
@@ -527,8 +541,9 @@ pub fn parse_scenario(path: &Path, text: &str) -> Result<Scenario, ScenarioError
             None => None,
             Some(e) => Some(build_event(e, at, &ids).map_err(|m| serr(format!("event: {m}")))?),
         };
-        if let Some(StepEvent::New { id, .. }) = &event
-            && let Some(first) = ids.insert(id.clone(), i)
+        if let Some(ev) = &event
+            && let Some(id) = ev.step_id()
+            && let Some((first, _)) = ids.insert(id.to_owned(), (i, ev.id().to_owned()))
         {
             return Err(serr(format!("event id {id:?} is already used by steps[{first}]; ids are unique")));
         }
@@ -586,7 +601,7 @@ fn build_fault(f: &RawFault) -> Result<FaultChange, String> {
 fn build_event(
     e: &RawEvent,
     at: DateTime<Utc>,
-    earlier: &HashMap<String, usize>,
+    earlier: &HashMap<String, (usize, String)>,
 ) -> Result<StepEvent, String> {
     use load_agent_domain::EventKind;
     let ty = e.kind.as_str();
@@ -626,13 +641,14 @@ fn build_event(
     }
     if e.kind == RawEventType::Redeliver {
         let of = e.of.clone().ok_or("a `redeliver` event needs `of` (the id of an earlier event)")?;
-        if e.id.is_some() {
-            return Err("a `redeliver` event has no `id` of its own; `of` names the event".into());
-        }
-        if !earlier.contains_key(&of) {
+        let Some((_, original)) = earlier.get(&of) else {
             return Err(format!("redeliver of {of:?}: no earlier step published an event with that id"));
-        }
-        return Ok(StepEvent::Redeliver { of });
+        };
+        let step_id = match &e.id {
+            Some(id) if id.trim().is_empty() => return Err("a `redeliver` event's `id` is empty".into()),
+            other => other.clone(),
+        };
+        return Ok(StepEvent::Redeliver { of: original.clone(), step_id });
     }
     let id =
         e.id.clone()
@@ -788,7 +804,7 @@ steps:
         let s = parse(GOOD).expect("valid");
         assert_eq!(s.steps.len(), 3);
         assert_eq!(s.steps[0].line, Some(13));
-        assert_eq!(s.steps[1].event, Some(StepEvent::Redeliver { of: "p1".into() }));
+        assert_eq!(s.steps[1].event, Some(StepEvent::Redeliver { of: "p1".into(), step_id: None }));
         assert_eq!(s.steps[1].expect, Some(Expect::Duplicate));
         assert_eq!(s.steps[2].expect, Some(Expect::Noop));
         assert_eq!(s.start.to_rfc3339(), "2026-03-02T12:50:00+00:00");
@@ -818,6 +834,31 @@ steps:
         let e = parse(&bad).expect_err("unknown id");
         assert_eq!(e.line, Some(17));
         assert!(e.message.contains("p9"));
+    }
+
+    #[test]
+    fn a_redelivery_may_carry_its_own_unique_id() {
+        let with_id = GOOD.replace("{type: redeliver, of: p1}", "{type: redeliver, id: p1_again, of: p1}");
+        let s = parse(&with_id).expect("a redeliver with its own id is accepted");
+        // The record published is still the original event, under the original id.
+        assert_eq!(
+            s.steps[1].event,
+            Some(StepEvent::Redeliver { of: "p1".into(), step_id: Some("p1_again".into()) })
+        );
+        assert_eq!(s.steps[1].event.as_ref().map(StepEvent::id), Some("p1"));
+
+        // Its id is one of the scenario's ids: unique, and a later redeliver may name it.
+        let reused = GOOD.replace("{type: redeliver, of: p1}", "{type: redeliver, id: p1, of: p1}");
+        let e = parse(&reused).expect_err("p1 is already used");
+        assert!(e.message.contains("already used"), "{e}");
+        let chained = with_id.replace(
+            "  - at: \"2026-03-02T07:30:00-06:00\"\n    expect: noop",
+            "  - at: \"2026-03-02T07:30:00-06:00\"\n    event: {type: redeliver, of: p1_again}\n    expect: duplicate",
+        );
+        let s = parse(&chained).expect("a redeliver may name an earlier redeliver's id");
+        assert_eq!(s.steps[2].event, Some(StepEvent::Redeliver { of: "p1".into(), step_id: None }));
+        let empty = GOOD.replace("{type: redeliver, of: p1}", "{type: redeliver, id: \" \", of: p1}");
+        assert!(parse(&empty).expect_err("empty id").message.contains("empty"));
     }
 
     #[test]
