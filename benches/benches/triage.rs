@@ -1,4 +1,5 @@
-//! Latency of one triage `classify` call, measured over the labeled corpus.
+//! Latency of one triage `classify` call, measured over the frozen test set (texts only: the
+//! mix of real-world lengths, from "ok" to a dispatcher's email with its quoted thread).
 //!
 //! Reports throughput in messages (`Throughput::Elements(1)` per message), so
 //! criterion prints messages per second next to the time per message.
@@ -7,11 +8,15 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use load_agent_triage::{TriageInput, TriageModel, read_corpus};
+use load_agent_triage::{TriageInput, TriageModel, read_corpus, test_files};
 
 fn classify(c: &mut Criterion) {
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../evals/triage/heldout.jsonl");
-    let examples = read_corpus(&corpus).expect("the held-out corpus is committed and well formed");
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../evals/triage");
+    let examples: Vec<_> = test_files(&corpus)
+        .expect("the frozen test set is committed")
+        .iter()
+        .flat_map(|f| read_corpus(f).expect("the frozen test set is well formed"))
+        .collect();
     let model = TriageModel::embedded();
     let inputs: Vec<TriageInput<'_>> = examples.iter().map(|e| e.input()).collect();
 

@@ -740,8 +740,9 @@ async fn on_message(
                             intent: value.intent.as_str().into(),
                             probability: value.probability,
                         });
+                        let why = value.abstain.map_or_else(|| "not confident".to_owned(), |a| a.to_string());
                         d.rationale(format!(
-                            "triage below threshold ({} at {:.2}): planner",
+                            "triage not acted on ({} at {:.2}, {why}): planner",
                             value.intent.as_str(),
                             value.probability
                         ));

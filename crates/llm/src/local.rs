@@ -86,6 +86,7 @@ impl LocalTriage {
                 intent: t.intent,
                 probability: t.probability,
                 confident: t.confident,
+                abstain: t.abstain,
                 values: t.values,
                 lang: t.lang.as_str().to_owned(),
                 distribution: t.distribution,

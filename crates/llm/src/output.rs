@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use load_agent_domain::{ActionKind, DocumentFields, DocumentType};
-use load_agent_triage::{CONFIDENCE_THRESHOLD, ExtractedValues, Intent};
+use load_agent_triage::{ExtractedValues, Intent, TriageModel};
 
 use crate::types::{Draft, ExtractedSop, LlmError, LlmMethod, Plan, PlannedAction, TriageResult};
 
@@ -169,7 +169,8 @@ struct TriageOutput {
 
 /// Parses a remote provider's triage (the default triage is the local model, which needs no
 /// parsing). `confident` is decided here, by code, from the probability and the local model's
-/// threshold, so both providers route the same way.
+/// threshold for that intent, so both providers route the same way (a remote provider gives no
+/// distribution, so only the threshold applies).
 pub fn parse_triage(value: &Value) -> Result<TriageResult, LlmError> {
     let method = LlmMethod::Triage;
     let out: TriageOutput = strict(method, value)?;
@@ -179,10 +180,12 @@ pub fn parse_triage(value: &Value) -> Result<TriageResult, LlmError> {
     if out.lang != "en" && out.lang != "es" {
         return Err(LlmError::invalid(method, format!("lang {:?} is not en or es", out.lang)));
     }
+    let abstain = TriageModel::embedded().abstain(out.intent, out.probability, &[]);
     Ok(TriageResult {
         intent: out.intent,
         probability: out.probability,
-        confident: out.probability >= CONFIDENCE_THRESHOLD,
+        confident: abstain.is_none(),
+        abstain,
         values: out.values,
         lang: out.lang,
         distribution: Vec::new(),

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use load_agent_domain::{ActionKind, DocumentFields, LlmUsage};
-use load_agent_triage::{ExtractedValues, Intent};
+use load_agent_triage::{Abstain, ExtractedValues, Intent};
 
 /// The validated output of a call and what it cost.
 #[derive(Debug, Clone, PartialEq)]
@@ -145,9 +145,13 @@ pub struct TriageResult {
     pub intent: Intent,
     /// Calibrated probability of `intent`.
     pub probability: f64,
-    /// Whether `probability` is at or above the model's threshold; below it the message takes
+    /// Whether the intent may be acted on (`abstain` is `None`); otherwise the message takes
     /// the planner path.
     pub confident: bool,
+    /// Why not to act on `intent`: below its threshold, or a possible opt-out or wrong number
+    /// (docs/triage.md).
+    #[serde(default)]
+    pub abstain: Option<Abstain>,
     pub values: ExtractedValues,
     /// Detected language, `en` or `es`.
     pub lang: String,

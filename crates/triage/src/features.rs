@@ -26,6 +26,7 @@
 //! (with repeats counted), so a long email does not drown the other features,
 //! which are binary.
 
+use crate::body::{self, Shape};
 use crate::cues::{Cue, NEGATORS, cues_in};
 use crate::extract::{
     EtaValue, StopRef, TempEvidence, TempReading, eta_from_tokens, has_delay, stop_from_tokens,
@@ -74,7 +75,8 @@ pub(crate) type Features = Vec<(u32, f64)>;
 /// Computes the features of `input` into `out` (cleared first).
 pub(crate) fn featurize(input: &TriageInput<'_>, out: &mut Features) -> Analysis {
     out.clear();
-    let norm = normalize(input.text);
+    let (body, shape) = body::split(input.text);
+    let norm = normalize(&body);
     let toks = lex(&norm);
     let hint = input.lang.and_then(|l| l.parse::<Lang>().ok());
     let analysis = Analysis {
@@ -88,7 +90,8 @@ pub(crate) fn featurize(input: &TriageInput<'_>, out: &mut Features) -> Analysis
     let forms: Vec<Form<'_>> = toks.iter().map(Form::of).collect();
     word_features(&forms, out);
     char_features(&forms, out);
-    handcrafted_features(input, &toks, &analysis, out);
+    handcrafted_features(input, &body, &toks, &analysis, out);
+    shape_features(shape, out);
     analysis
 }
 
@@ -221,7 +224,28 @@ fn length_bucket(n: usize) -> &'static str {
     }
 }
 
-fn handcrafted_features(input: &TriageInput<'_>, toks: &[Tok<'_>], analysis: &Analysis, out: &mut Features) {
+/// How the message is laid out: an email, with a quoted thread, a forward, a signature.
+fn shape_features(shape: Shape, out: &mut Features) {
+    let flags = [
+        (shape.multiline, "multiline"),
+        (shape.quoted, "quoted"),
+        (shape.forwarded, "forwarded"),
+        (shape.signed, "signed"),
+    ];
+    for (on, name) in flags {
+        if on {
+            out.push((feature_id(b'h', &["shape", name]), 1.0));
+        }
+    }
+}
+
+fn handcrafted_features(
+    input: &TriageInput<'_>,
+    body: &str,
+    toks: &[Tok<'_>],
+    analysis: &Analysis,
+    out: &mut Features,
+) {
     let mut flag = |namespace: u8, parts: &[&str]| out.push((feature_id(namespace, parts), 1.0));
 
     let ask = input.open_ask.unwrap_or("none");
@@ -291,8 +315,8 @@ fn handcrafted_features(input: &TriageInput<'_>, toks: &[Tok<'_>], analysis: &An
     if toks.iter().any(|t| t.kind == TokKind::Sym && !t.text.is_ascii()) {
         flag(b'h', &["emoji"]);
     }
-    let letters = input.text.chars().filter(|c| c.is_alphabetic()).count();
-    if letters >= 3 && !input.text.chars().any(char::is_lowercase) {
+    let letters = body.chars().filter(|c| c.is_alphabetic()).count();
+    if letters >= 3 && !body.chars().any(char::is_lowercase) {
         flag(b'h', &["caps"]);
     }
     flag(b'h', &["lang", analysis.lang.as_str()]);

@@ -77,6 +77,12 @@ impl Intent {
         }
     }
 
+    /// `opt_out` or `wrong_number`: after either the contact gets no more SMS, so reading either
+    /// as anything else is the costly mistake (docs/triage.md, the opt-out guard).
+    pub const fn is_opt_out_like(self) -> bool {
+        matches!(self, Intent::OptOut | Intent::WrongNumber)
+    }
+
     /// Position in [`Intent::ALL`], the model's class index.
     pub(crate) const fn index(self) -> usize {
         self as usize

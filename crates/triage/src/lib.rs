@@ -4,6 +4,8 @@
 //!
 //! Layout:
 //! - [`intent`]: the thirteen [`Intent`]s of §6;
+//! - `body`: the part of a message its sender wrote now (an email without its quoted thread,
+//!   signature and disclaimer);
 //! - `text`: normalization and the lexer everything else reads;
 //! - [`extract`]: deterministic value extractors ([`extract_eta`],
 //!   [`extract_temperature`], [`extract_stop_ref`]) and [`resolve_eta`];
@@ -11,7 +13,7 @@
 //! - [`model`]: [`TriageModel`], a calibrated logistic regression whose
 //!   weights are committed in `model/weights.json` and embedded at build time;
 //!   [`TriageModel::classify`] is the hot path (pure, microseconds);
-//! - [`corpus`], [`train`](mod@train), [`eval`]: the labeled corpus in
+//! - [`corpus`], [`train`](mod@train), [`eval`], [`dedupe`]: the labeled corpus in
 //!   `evals/triage/`, deterministic training and evaluation, as library
 //!   functions the `load-agent triage` CLI wires up ([`train_command`],
 //!   [`eval_command`]).
@@ -33,8 +35,10 @@
 //! assert_eq!(triage.values.eta, Some(EtaValue::In { minutes: 45 }));
 //! ```
 
+mod body;
 pub mod corpus;
 mod cues;
+pub mod dedupe;
 pub mod eval;
 pub mod extract;
 mod features;
@@ -45,7 +49,13 @@ mod text;
 pub mod train;
 
 pub use corpus::{CorpusError, LabeledMessage, LineOrigin, LineProblem, parse_corpus, read_corpus};
-pub use eval::{EvalReport, IntentStats, Misclassified, eval_command, evaluate};
+pub use dedupe::{
+    DedupeReport, NEAR_DUPLICATE_JACCARD, NearDuplicate, TEST_DIR, dedupe_command, near_duplicate_key,
+    near_duplicates, test_files,
+};
+pub use eval::{
+    EvalReport, IntentStats, LangStats, Misclassified, PolicyReport, RiskPoint, eval_command, evaluate,
+};
 pub use extract::{
     EtaValue, ExtractedValues, Meridiem, StopRef, extract_eta, extract_stop_ref, extract_temperature,
     resolve_eta,
@@ -53,5 +63,11 @@ pub use extract::{
 pub use features::TriageInput;
 pub use intent::{Intent, UnknownIntent};
 pub use lang::{Lang, UnknownLang};
-pub use model::{CONFIDENCE_THRESHOLD, ETA_REQUEST_ASK, REEFER_TEMP_ASK, Triage, TriageModel, WeightsError};
-pub use train::{ThresholdPoint, TrainError, TrainSummary, train, train_command, train_with_summary};
+pub use model::{
+    Abstain, CONFIDENCE_THRESHOLD, ETA_REQUEST_ASK, OPT_OUT_GUARD, REEFER_TEMP_ASK, Triage, TriageModel,
+    WeightsError, abstain_reason,
+};
+pub use train::{
+    GroupScore, TARGET_PRECISION, TRAIN_DIR, ThresholdPoint, TrainError, TrainSummary, read_training_corpus,
+    train, train_command, train_with_summary, training_files,
+};

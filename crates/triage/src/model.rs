@@ -1,7 +1,7 @@
 //! The triage model: a calibrated multinomial logistic regression over hashed
 //! features, and `classify`, its only hot-path entry point.
 
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
@@ -11,18 +11,66 @@ use crate::features::{Features, HASH_BITS, TriageInput, featurize};
 use crate::intent::Intent;
 use crate::lang::Lang;
 
-/// Below this probability the caller should not act on the intent and sends
-/// the message to the planner path instead.
-///
-/// Chosen on the calibrated out-of-fold predictions of the training split
-/// (see `docs/triage.md`): at 0.70 the model keeps about 96 % of the messages
-/// and is right on about 98 % of those, while the ~4 % below it are right
-/// only about two times in three. At that error rate a wrong automatic action
-/// (resolving an ask on an "ok", opting a driver out on "at the stop") costs
-/// more than the planner call that replaces it; raising the bar to 0.9 would
-/// send more than twice as many messages to the planner for about one point of
-/// accuracy.
+/// The probability below which no intent is ever acted on, whatever its trained threshold;
+/// also the threshold of every intent in a model trained on too little data to choose one.
+/// The thresholds in force are per intent and come with the weights
+/// ([`TriageModel::threshold`]); see `docs/triage.md`.
 pub const CONFIDENCE_THRESHOLD: f64 = 0.70;
+
+/// "Non-negligible" for the two intents whose mistake is costly in one direction (behavior.md
+/// §6, docs/triage.md): when the model's probability that a message is an `opt_out` or a
+/// `wrong_number` (the two together) reaches this, the message is never acted on as another
+/// intent — no reply by SMS to someone who may have asked us to stop — and goes to the planner,
+/// which may not message carriers.
+pub const OPT_OUT_GUARD: f64 = 0.10;
+
+/// Why triage says not to act on its top intent.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Abstain {
+    /// The top intent's probability is below that intent's threshold.
+    BelowThreshold {
+        /// The threshold of the top intent.
+        threshold: f64,
+    },
+    /// Another intent is on top, but the message may be an opt-out or a wrong number.
+    OptOutRisk {
+        /// The probability of `opt_out` and `wrong_number` together.
+        probability: f64,
+    },
+}
+
+impl fmt::Display for Abstain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Abstain::BelowThreshold { threshold } => write!(f, "below its threshold {threshold:.2}"),
+            Abstain::OptOutRisk { probability } => {
+                write!(f, "may be an opt-out or a wrong number (p = {probability:.2})")
+            }
+        }
+    }
+}
+
+/// Whether a classification may be acted on: `None` when it may, else why not. `distribution`
+/// is every intent's probability (any order; may be empty when a provider gives only its top
+/// intent, and then only the threshold applies).
+pub fn abstain_reason(
+    intent: Intent,
+    probability: f64,
+    distribution: &[(Intent, f64)],
+    threshold: f64,
+) -> Option<Abstain> {
+    if probability < threshold {
+        return Some(Abstain::BelowThreshold { threshold });
+    }
+    if !intent.is_opt_out_like() {
+        let risk: f64 = distribution.iter().filter(|(i, _)| i.is_opt_out_like()).map(|(_, p)| p).sum();
+        if risk >= OPT_OUT_GUARD {
+            return Some(Abstain::OptOutRisk { probability: risk });
+        }
+    }
+    None
+}
 
 /// The open-ask type under which a bare number is a reefer reading.
 pub const REEFER_TEMP_ASK: &str = "reefer_temp";
@@ -37,7 +85,7 @@ const N: usize = Intent::ALL.len();
 /// Four decimals keep the file byte-stable across retrains and small.
 pub(crate) const WEIGHT_SCALE: f64 = 10_000.0;
 
-const FORMAT: &str = "load-agent-triage-weights/1";
+const FORMAT: &str = "load-agent-triage-weights/2";
 
 /// The weights committed in the repository (`crates/triage/model/weights.json`).
 const EMBEDDED_WEIGHTS: &str = include_str!("../model/weights.json");
@@ -51,8 +99,13 @@ pub struct Triage {
     pub probability: f64,
     /// Every intent with its probability, most probable first; sums to 1.
     pub distribution: Vec<(Intent, f64)>,
-    /// `probability >= CONFIDENCE_THRESHOLD`: the caller may act on `intent`.
+    /// The caller may act on `intent` ([`Triage::abstain`] is `None`); otherwise the message
+    /// goes to the planner path.
     pub confident: bool,
+    /// The threshold in force for `intent`.
+    pub threshold: f64,
+    /// Why not to act on `intent`, when `confident` is false.
+    pub abstain: Option<Abstain>,
     /// ETA, temperature and stop found in the message.
     pub values: ExtractedValues,
     /// The message's language, the language hint when the text does not tell.
@@ -117,6 +170,8 @@ pub struct TriageModel {
     bias: [i32; N],
     /// Calibration temperature, scaled by [`WEIGHT_SCALE`].
     temperature: i32,
+    /// The acting threshold of each intent, in class order, scaled by [`WEIGHT_SCALE`].
+    thresholds: [i32; N],
 }
 
 /// The weights text is not a valid triage model.
@@ -140,6 +195,7 @@ struct WeightsFile {
     weight_scale: i64,
     temperature: i64,
     intents: Vec<String>,
+    thresholds: Vec<i64>,
     bias: Vec<i64>,
     features: Vec<Vec<i64>>,
 }
@@ -159,10 +215,23 @@ impl TriageModel {
     }
 
     /// Builds a model from quantized parts (training's output).
-    pub(crate) fn from_parts(keys: Vec<u32>, weights: Vec<i32>, bias: [i32; N], temperature: i32) -> Self {
+    pub(crate) fn from_parts(
+        keys: Vec<u32>,
+        weights: Vec<i32>,
+        bias: [i32; N],
+        temperature: i32,
+        thresholds: [i32; N],
+    ) -> Self {
         debug_assert_eq!(keys.len() * N, weights.len());
         debug_assert!(keys.windows(2).all(|w| w[0] < w[1]));
-        TriageModel { index: RowIndex::new(&keys), keys, weights, bias, temperature: temperature.max(1) }
+        TriageModel {
+            index: RowIndex::new(&keys),
+            keys,
+            weights,
+            bias,
+            temperature: temperature.max(1),
+            thresholds,
+        }
     }
 
     /// Parses a weights file written by [`TriageModel::to_weights_string`].
@@ -187,6 +256,16 @@ impl TriageModel {
         let mut bias = [0i32; N];
         for (b, &v) in bias.iter_mut().zip(&file.bias) {
             *b = to_i32(v, "bias")?;
+        }
+        if file.thresholds.len() != N {
+            return Err(WeightsError::Invalid(format!("{} thresholds, expected {N}", file.thresholds.len())));
+        }
+        let mut thresholds = [0i32; N];
+        for (t, &v) in thresholds.iter_mut().zip(&file.thresholds) {
+            if !(0..=WEIGHT_SCALE as i64).contains(&v) {
+                return Err(WeightsError::Invalid(format!("threshold {v} is outside [0, {WEIGHT_SCALE}]")));
+            }
+            *t = to_i32(v, "threshold")?;
         }
         let temperature = to_i32(file.temperature, "temperature")?;
         if temperature <= 0 {
@@ -216,7 +295,7 @@ impl TriageModel {
                 weights.push(to_i32(w, "weight")?);
             }
         }
-        Ok(TriageModel { index: RowIndex::new(&keys), keys, weights, bias, temperature })
+        Ok(TriageModel { index: RowIndex::new(&keys), keys, weights, bias, temperature, thresholds })
     }
 
     /// The weights file: compact JSON, one feature row per line, integers only,
@@ -230,9 +309,10 @@ impl TriageModel {
         // Writing to a String cannot fail.
         let _ = write!(
             s,
-            "{{\"format\":\"{FORMAT}\",\"hash_bits\":{HASH_BITS},\"weight_scale\":{},\"temperature\":{},\n\"intents\":[{intents}],\n\"bias\":[{}],\n\"features\":[",
+            "{{\"format\":\"{FORMAT}\",\"hash_bits\":{HASH_BITS},\"weight_scale\":{},\"temperature\":{},\n\"intents\":[{intents}],\n\"thresholds\":[{}],\n\"bias\":[{}],\n\"features\":[",
             WEIGHT_SCALE as i64,
             self.temperature,
+            join(self.thresholds),
             join(self.bias),
         );
         for (i, (key, row)) in self.keys.iter().zip(self.weights.chunks_exact(N)).enumerate() {
@@ -251,6 +331,22 @@ impl TriageModel {
     /// The calibration temperature the logits are divided by.
     pub fn temperature(&self) -> f64 {
         f64::from(self.temperature) / WEIGHT_SCALE
+    }
+
+    /// The probability at or above which `intent` may be acted on.
+    pub fn threshold(&self, intent: Intent) -> f64 {
+        f64::from(self.thresholds[intent.index()]) / WEIGHT_SCALE
+    }
+
+    /// Whether a classification of this model (or of a remote provider, judged by this model's
+    /// thresholds) may be acted on; see [`abstain_reason`].
+    pub fn abstain(
+        &self,
+        intent: Intent,
+        probability: f64,
+        distribution: &[(Intent, f64)],
+    ) -> Option<Abstain> {
+        abstain_reason(intent, probability, distribution, self.threshold(intent))
     }
 
     /// Uncalibrated logits (before the temperature) of sparse features.
@@ -296,11 +392,14 @@ impl TriageModel {
             .eta
             .or_else(|| (input.open_ask == Some(ETA_REQUEST_ASK)).then(|| bare_eta(input.text)).flatten());
 
+        let abstain = self.abstain(intent, probability, &distribution);
         Triage {
             intent,
             probability,
+            threshold: self.threshold(intent),
+            confident: abstain.is_none(),
+            abstain,
             distribution,
-            confident: probability >= CONFIDENCE_THRESHOLD,
             values: ExtractedValues { eta, temperature_f, stop: analysis.stop },
             lang: analysis.lang,
         }
@@ -363,7 +462,29 @@ mod tests {
         assert!((sum - 1.0).abs() < 1e-9);
         assert!(t.distribution.windows(2).all(|w| w[0].1 >= w[1].1));
         assert_eq!((t.intent, t.probability), t.distribution[0]);
-        assert_eq!(t.confident, t.probability >= CONFIDENCE_THRESHOLD);
+        assert_eq!(t.confident, t.abstain.is_none());
+        assert_eq!(t.threshold, TriageModel::embedded().threshold(t.intent));
+        assert!(t.threshold >= CONFIDENCE_THRESHOLD);
+    }
+
+    #[test]
+    fn the_opt_out_guard_holds_back_any_other_intent_but_not_the_opt_out_itself() {
+        let dist =
+            [(Intent::Ack, 0.85), (Intent::OptOut, 0.07), (Intent::WrongNumber, 0.05), (Intent::Other, 0.03)];
+        assert_eq!(
+            abstain_reason(Intent::Ack, 0.85, &dist, 0.7),
+            Some(Abstain::OptOutRisk { probability: 0.07 + 0.05 })
+        );
+        let calm = [(Intent::Ack, 0.95), (Intent::OptOut, 0.04), (Intent::Other, 0.01)];
+        assert_eq!(abstain_reason(Intent::Ack, 0.95, &calm, 0.7), None);
+        let opt = [(Intent::OptOut, 0.8), (Intent::WrongNumber, 0.15), (Intent::Ack, 0.05)];
+        assert_eq!(abstain_reason(Intent::OptOut, 0.8, &opt, 0.7), None);
+        assert_eq!(
+            abstain_reason(Intent::OptOut, 0.6, &opt, 0.7),
+            Some(Abstain::BelowThreshold { threshold: 0.7 })
+        );
+        // A provider without a distribution is judged by the threshold alone.
+        assert_eq!(abstain_reason(Intent::EtaGiven, 0.9, &[], 0.7), None);
     }
 
     #[test]

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::corpus::{CorpusError, LabeledMessage, read_corpus};
-use crate::eval::expected_calibration_error;
+use crate::eval::{Misclassified, expected_calibration_error};
 use crate::features::featurize;
 use crate::intent::Intent;
-use crate::model::{TriageModel, WEIGHT_SCALE, softmax};
+use crate::model::{CONFIDENCE_THRESHOLD, TriageModel, WEIGHT_SCALE, abstain_reason, softmax};
 
 const N: usize = Intent::ALL.len();
 
@@ -29,8 +29,17 @@ const L2: f64 = 2e-3;
 /// A text feature must occur in at least this many training messages to get
 /// a weight: a feature seen once only memorizes its message and bloats the file.
 const MIN_DOC_FREQ: u32 = 2;
-/// Folds of the cross-validation that produces the calibration data.
+
+/// Folds of the stratified cross-validation used when the corpus has fewer than
+/// [`MIN_GROUPS`] source files (a toy corpus); otherwise each file is a fold.
 const FOLDS: usize = 5;
+/// Source files (writers) needed for leave-one-writer-out cross-validation.
+const MIN_GROUPS: usize = 3;
+/// Precision an intent's acting threshold must reach on the out-of-fold predictions.
+pub const TARGET_PRECISION: f64 = 0.985;
+/// Candidate acting thresholds, lowest first; the floor is [`CONFIDENCE_THRESHOLD`].
+const THRESHOLD_CANDIDATES: [f64; 16] =
+    [0.70, 0.72, 0.74, 0.76, 0.78, 0.80, 0.82, 0.84, 0.86, 0.88, 0.90, 0.92, 0.94, 0.96, 0.98, 0.99];
 /// Seed of the example order.
 const SEED: u64 = 0x0074_7269_6167_6501;
 /// Probabilities at which the summary reports coverage and accuracy.
@@ -47,11 +56,30 @@ pub struct ThresholdPoint {
     pub accuracy: f64,
 }
 
+/// Out-of-fold figures of one source file (writer): scored by models that never saw it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupScore {
+    /// The training file.
+    pub source: String,
+    /// Its messages.
+    pub examples: usize,
+    /// Top-1 accuracy.
+    pub accuracy: f64,
+    /// Share acted on under the policy.
+    pub coverage: f64,
+    /// Messages acted on with the wrong intent, as a share of all its messages.
+    pub confident_wrong: f64,
+}
+
 /// What a training run produced, for the CLI to print.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TrainSummary {
     /// Training messages read.
     pub examples: usize,
+    /// Source files (writers) they came from.
+    pub sources: usize,
+    /// How the out-of-fold predictions were made: `leave-one-source-out` or `stratified-5-fold`.
+    pub cross_validation: &'static str,
     /// Features with weights in the model.
     pub features: usize,
     /// The calibration temperature.
@@ -62,10 +90,24 @@ pub struct TrainSummary {
     pub oof_ece_uncalibrated: f64,
     /// ECE of the out-of-fold predictions after temperature scaling.
     pub oof_ece: f64,
-    /// Coverage and accuracy above each candidate confidence threshold.
+    /// The acting threshold chosen for each intent.
+    pub intent_thresholds: Vec<(Intent, f64)>,
+    /// Out-of-fold share acted on under the chosen thresholds and the opt-out guard.
+    pub oof_coverage: f64,
+    /// Out-of-fold accuracy of the share acted on.
+    pub oof_acted_accuracy: f64,
+    /// Out-of-fold messages acted on with the wrong intent, as a share of all messages.
+    pub oof_confident_wrong: f64,
+    /// Out-of-fold figures per source file.
+    pub per_source: Vec<GroupScore>,
+    /// Coverage and accuracy above each candidate single threshold.
     pub thresholds: Vec<ThresholdPoint>,
     /// Size of the weights file.
     pub weights_bytes: usize,
+    /// The messages the out-of-fold models got wrong, in corpus order (for label review:
+    /// `load-agent triage train --errors FILE`).
+    #[serde(skip)]
+    pub oof_errors: Vec<Misclassified>,
 }
 
 impl TrainSummary {
@@ -74,22 +116,46 @@ impl TrainSummary {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "trained on {} messages: {} features, {} bytes of weights",
-            self.examples, self.features, self.weights_bytes
+            "trained on {} messages from {} sources: {} features, {} bytes of weights",
+            self.examples, self.sources, self.features, self.weights_bytes
         );
         let _ = writeln!(
             s,
-            "out-of-fold ({FOLDS}-fold) accuracy {:.2} %, ECE {:.3} -> {:.3} after temperature {:.4}",
+            "out-of-fold ({}) accuracy {:.2} %, ECE {:.3} -> {:.3} after temperature {:.4}",
+            self.cross_validation,
             self.oof_accuracy * 100.0,
             self.oof_ece_uncalibrated,
             self.oof_ece,
             self.temperature
         );
-        let _ = writeln!(s, "threshold  coverage  accuracy");
+        let _ = writeln!(
+            s,
+            "policy (per-intent thresholds, opt-out guard): coverage {:.1} %, accuracy of the acted-on {:.2} %, confident-wrong {:.2} % of messages",
+            self.oof_coverage * 100.0,
+            self.oof_acted_accuracy * 100.0,
+            self.oof_confident_wrong * 100.0
+        );
+        let _ = writeln!(s, "thresholds:");
+        for (intent, t) in &self.intent_thresholds {
+            let _ = writeln!(s, "  {:<22} {t:.2}", intent.as_str());
+        }
+        let _ = writeln!(s, "per source         messages  accuracy  coverage  confident-wrong");
+        for g in &self.per_source {
+            let _ = writeln!(
+                s,
+                "  {:<16} {:>8}  {:>6.1} %  {:>6.1} %  {:>6.2} %",
+                g.source,
+                g.examples,
+                g.accuracy * 100.0,
+                g.coverage * 100.0,
+                g.confident_wrong * 100.0
+            );
+        }
+        let _ = writeln!(s, "single threshold  coverage  accuracy");
         for p in &self.thresholds {
             let _ = writeln!(
                 s,
-                "{:>9.2}  {:>7.1} %  {:>7.1} %",
+                "{:>16.2}  {:>7.1} %  {:>7.1} %",
                 p.threshold,
                 p.coverage * 100.0,
                 p.accuracy * 100.0
@@ -105,6 +171,12 @@ pub enum TrainError {
     /// The corpus is unreadable or malformed.
     #[error(transparent)]
     Corpus(#[from] CorpusError),
+    /// The training folder has no `*.jsonl` file.
+    #[error("{}: no training files (*.jsonl)", path.display())]
+    NoTrainingFiles {
+        /// The folder.
+        path: PathBuf,
+    },
     /// The weights file could not be written.
     #[error("{}: cannot write the weights: {source}", path.display())]
     Write {
@@ -116,10 +188,44 @@ pub enum TrainError {
     },
 }
 
-/// What `load-agent triage train` runs: trains on `corpus_dir/train.jsonl`
-/// (never the held-out file) and writes the weights file to `out`.
+/// The training files of a corpus folder: `corpus_dir/train/*.jsonl`, in name order. The frozen
+/// test set (`corpus_dir/test/`) is never among them.
+pub fn training_files(corpus_dir: &Path) -> Result<Vec<PathBuf>, TrainError> {
+    let dir = corpus_dir.join(TRAIN_DIR);
+    let entries = std::fs::read_dir(&dir)
+        .map_err(|source| TrainError::Corpus(CorpusError::Read { path: dir.clone(), source }))?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry =
+            entry.map_err(|source| TrainError::Corpus(CorpusError::Read { path: dir.clone(), source }))?;
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "jsonl") && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(TrainError::NoTrainingFiles { path: dir });
+    }
+    Ok(files)
+}
+
+/// The folder of a corpus holding the training files.
+pub const TRAIN_DIR: &str = "train";
+
+/// Every message of the training files of `corpus_dir`, file by file.
+pub fn read_training_corpus(corpus_dir: &Path) -> Result<Vec<LabeledMessage>, TrainError> {
+    let mut examples = Vec::new();
+    for file in training_files(corpus_dir)? {
+        examples.extend(read_corpus(&file)?);
+    }
+    Ok(examples)
+}
+
+/// What `load-agent triage train` runs: trains on `corpus_dir/train/*.jsonl` (never the test
+/// set) and writes the weights file to `out`.
 pub fn train_command(corpus_dir: &Path, out: &Path) -> Result<TrainSummary, TrainError> {
-    let examples = read_corpus(&corpus_dir.join("train.jsonl"))?;
+    let examples = read_training_corpus(corpus_dir)?;
     let (model, summary) = train_with_summary(&examples);
     std::fs::write(out, model.to_weights_string())
         .map_err(|source| TrainError::Write { path: out.to_path_buf(), source })?;
@@ -131,65 +237,220 @@ pub fn train(examples: &[LabeledMessage]) -> TriageModel {
     train_with_summary(examples).0
 }
 
+/// The source of a message for cross-validation: its file name, `-` without one.
+fn source_of(message: &LabeledMessage) -> String {
+    message
+        .origin
+        .as_ref()
+        .and_then(|o| o.file.file_name())
+        .map_or_else(|| "-".to_owned(), |n| n.to_string_lossy().into_owned())
+}
+
 /// Trains a model and reports the calibration it measured on the way.
+///
+/// 1. Out-of-fold logits: each message scored by a model that never saw it. With at least
+///    [`MIN_GROUPS`] source files, a fold is a whole file (leave-one-writer-out), so the
+///    figures say how the model does on a writer it was not fitted on.
+/// 2. The temperature minimizing their negative log-likelihood.
+/// 3. Per intent, the lowest threshold at which the calibrated out-of-fold predictions of that
+///    intent reach [`TARGET_PRECISION`] (floor [`CONFIDENCE_THRESHOLD`]).
+/// 4. The model fitted on everything, with that temperature and those thresholds.
 pub fn train_with_summary(examples: &[LabeledMessage]) -> (TriageModel, TrainSummary) {
     let data: Vec<Example> = examples.iter().map(Example::new).collect();
+    let sources: Vec<String> = examples.iter().map(source_of).collect();
+    let mut names: Vec<&String> = sources.iter().collect();
+    names.sort();
+    names.dedup();
+    let by_source = names.len() >= MIN_GROUPS;
+    let folds: Vec<usize> = if by_source {
+        sources.iter().map(|s| names.binary_search(&s).unwrap_or(0)).collect()
+    } else {
+        stratified_folds(&data)
+    };
+    let fold_count = if by_source { names.len() } else { FOLDS };
 
-    // Out-of-fold logits: each message scored by a model that never saw it.
-    let folds = stratified_folds(&data);
-    let mut oof: Vec<([f64; N], usize)> = Vec::with_capacity(data.len());
-    for fold in 0..FOLDS {
+    let mut oof: Vec<([f64; N], usize)> = vec![([0.0; N], 0); data.len()];
+    let mut scored_oof = vec![false; data.len()];
+    // The folds are independent fits: run them on every core. Each fit is deterministic and
+    // the results are gathered in fold order, so the threads change nothing but the time.
+    let fold_logits = parallel_map(fold_count, |fold| {
         let (held, rest): (Vec<usize>, Vec<usize>) = (0..data.len()).partition(|&i| folds[i] == fold);
         if held.is_empty() || rest.is_empty() {
-            continue;
+            return Vec::new();
         }
         let model = fit(&data, &rest);
-        oof.extend(held.iter().map(|&i| (model.logits(&data[i].features), data[i].label)));
+        held.into_iter().map(|i| (i, model.logits(&data[i].features))).collect::<Vec<_>>()
+    });
+    for (i, z) in fold_logits.into_iter().flatten() {
+        oof[i] = (z, data[i].label);
+        scored_oof[i] = true;
     }
-    let temperature = fit_temperature(&oof);
+    let kept: Vec<usize> = (0..data.len()).filter(|&i| scored_oof[i]).collect();
+    let oof_kept: Vec<([f64; N], usize)> = kept.iter().map(|&i| oof[i]).collect();
+    let temperature = fit_temperature(&oof_kept);
     let temperature_q = quantize(temperature).max(1);
     let temperature = f64::from(temperature_q) / WEIGHT_SCALE;
 
-    let all: Vec<usize> = (0..data.len()).collect();
-    let model = fit(&data, &all).quantized(temperature_q);
+    let calibrated: Vec<([f64; N], usize)> =
+        oof_kept.iter().map(|(z, l)| (softmax(z, temperature), *l)).collect();
+    let thresholds = choose_thresholds(&calibrated);
+    let threshold_of = |c: usize| f64::from(thresholds[c]) / WEIGHT_SCALE;
 
-    let scored = |t: f64| -> Vec<(f64, bool)> {
-        oof.iter()
-            .map(|(z, label)| {
-                let p = softmax(z, t);
-                let (best, &conf) = p
-                    .iter()
-                    .enumerate()
-                    .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)))
-                    .unwrap_or((0, &0.0));
-                (conf, best == *label)
+    let all: Vec<usize> = (0..data.len()).collect();
+    let model = fit(&data, &all).quantized(temperature_q, thresholds);
+
+    // (top probability, correct, acted on) of every out-of-fold prediction.
+    let judged = |probs: &[([f64; N], usize)]| -> Vec<(f64, bool, bool)> {
+        probs
+            .iter()
+            .map(|(p, label)| {
+                let (best, conf) = top(p);
+                let dist: Vec<(Intent, f64)> = Intent::ALL.into_iter().zip(p.iter().copied()).collect();
+                let acted = abstain_reason(Intent::ALL[best], conf, &dist, threshold_of(best)).is_none();
+                (conf, best == *label, acted)
             })
             .collect()
     };
-    let calibrated = scored(temperature);
-    let accuracy = share(calibrated.iter().filter(|(_, ok)| *ok).count(), calibrated.len());
-    let thresholds = THRESHOLD_GRID
+    let points = judged(&calibrated);
+    let uncalibrated: Vec<(f64, bool)> =
+        oof_kept.iter().map(|(z, l)| (top(&softmax(z, 1.0)).1, top(z).0 == *l)).collect();
+    let pairs: Vec<(f64, bool)> = points.iter().map(|&(p, ok, _)| (p, ok)).collect();
+    let policy = |pts: &[(f64, bool, bool)]| {
+        let acted = pts.iter().filter(|p| p.2).count();
+        let acted_right = pts.iter().filter(|p| p.2 && p.1).count();
+        (
+            share(pts.iter().filter(|p| p.1).count(), pts.len()),
+            share(acted, pts.len()),
+            share(acted_right, acted),
+            share(acted - acted_right, pts.len()),
+        )
+    };
+    let (accuracy, coverage, acted_accuracy, confident_wrong) = policy(&points);
+    let per_source = if by_source {
+        names
+            .iter()
+            .enumerate()
+            .map(|(g, name)| {
+                let pts: Vec<(f64, bool, bool)> =
+                    kept.iter().zip(&points).filter(|(i, _)| folds[**i] == g).map(|(_, p)| *p).collect();
+                let (accuracy, coverage, _, confident_wrong) = policy(&pts);
+                GroupScore {
+                    source: (*name).clone(),
+                    examples: pts.len(),
+                    accuracy,
+                    coverage,
+                    confident_wrong,
+                }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let single = THRESHOLD_GRID
         .iter()
         .map(|&threshold| {
-            let kept: Vec<&(f64, bool)> = calibrated.iter().filter(|(p, _)| *p >= threshold).collect();
+            let kept: Vec<&(f64, bool)> = pairs.iter().filter(|(p, _)| *p >= threshold).collect();
             ThresholdPoint {
                 threshold,
-                coverage: share(kept.len(), calibrated.len()),
+                coverage: share(kept.len(), pairs.len()),
                 accuracy: share(kept.iter().filter(|(_, ok)| *ok).count(), kept.len()),
             }
         })
         .collect();
+    let oof_errors = kept
+        .iter()
+        .zip(&calibrated)
+        .zip(&points)
+        .filter(|(_, (_, ok, _))| !ok)
+        .map(|((&i, (p, _)), &(probability, _, acted))| {
+            let m = &examples[i];
+            Misclassified {
+                file: m.origin.as_ref().map(|o| o.file.display().to_string()),
+                line: m.origin.as_ref().map(|o| o.line),
+                text: m.text.clone(),
+                expected: m.intent,
+                predicted: Intent::ALL[top(p).0],
+                probability,
+                acted,
+            }
+        })
+        .collect();
     let summary = TrainSummary {
+        oof_errors,
         examples: examples.len(),
+        sources: names.len(),
+        cross_validation: if by_source { "leave-one-source-out" } else { "stratified-5-fold" },
         features: model.feature_count(),
         temperature,
         oof_accuracy: accuracy,
-        oof_ece_uncalibrated: expected_calibration_error(&scored(1.0)),
-        oof_ece: expected_calibration_error(&calibrated),
-        thresholds,
+        oof_ece_uncalibrated: expected_calibration_error(&uncalibrated),
+        oof_ece: expected_calibration_error(&pairs),
+        intent_thresholds: Intent::ALL.into_iter().map(|i| (i, model.threshold(i))).collect(),
+        oof_coverage: coverage,
+        oof_acted_accuracy: acted_accuracy,
+        oof_confident_wrong: confident_wrong,
+        per_source,
+        thresholds: single,
         weights_bytes: model.to_weights_string().len(),
     };
     (model, summary)
+}
+
+/// `f(0..n)` on up to [`std::thread::available_parallelism`] threads, results in index order.
+fn parallel_map<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from).clamp(1, n.max(1));
+    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let f = &f;
+                scope.spawn(move || (t..n).step_by(threads).map(|i| (i, f(i))).collect::<Vec<_>>())
+            })
+            .collect();
+        for handle in handles {
+            // A panicking fit is a bug; surface it in the caller.
+            for (i, v) in handle.join().unwrap_or_else(|e| std::panic::resume_unwind(e)) {
+                out[i] = Some(v);
+            }
+        }
+    });
+    out.into_iter().flatten().collect()
+}
+
+/// Index and value of the largest probability; ties go to the lower class index.
+fn top(p: &[f64; N]) -> (usize, f64) {
+    p.iter()
+        .copied()
+        .enumerate()
+        .fold((0, f64::NEG_INFINITY), |best, (i, v)| if v > best.1 { (i, v) } else { best })
+}
+
+/// Per intent, the lowest candidate threshold at which the out-of-fold predictions of that
+/// intent at or above it are right often enough: `(wrong + 0.5) / (kept + 1)` at most
+/// `1 - TARGET_PRECISION` (the half-count keeps a handful of lucky predictions from passing).
+/// An intent that never gets there takes the highest candidate.
+fn choose_thresholds(calibrated: &[([f64; N], usize)]) -> [i32; N] {
+    let mut out = [0i32; N];
+    for (c, slot) in out.iter_mut().enumerate() {
+        let predicted: Vec<(f64, bool)> = calibrated
+            .iter()
+            .filter_map(|(p, label)| {
+                let (best, conf) = top(p);
+                (best == c).then_some((conf, *label == c))
+            })
+            .collect();
+        let chosen = THRESHOLD_CANDIDATES
+            .iter()
+            .copied()
+            .find(|&t| {
+                let kept: Vec<&(f64, bool)> = predicted.iter().filter(|(p, _)| *p >= t).collect();
+                let wrong = kept.iter().filter(|(_, ok)| !ok).count();
+                !kept.is_empty() && (wrong as f64 + 0.5) / (kept.len() as f64 + 1.0) <= 1.0 - TARGET_PRECISION
+            })
+            .unwrap_or(THRESHOLD_CANDIDATES[THRESHOLD_CANDIDATES.len() - 1]);
+        *slot = quantize(chosen.max(CONFIDENCE_THRESHOLD));
+    }
+    out
 }
 
 fn share(part: usize, whole: usize) -> f64 {
@@ -276,7 +537,7 @@ impl Dense {
         z
     }
 
-    fn quantized(&self, temperature: i32) -> TriageModel {
+    fn quantized(&self, temperature: i32, thresholds: [i32; N]) -> TriageModel {
         let mut keys = Vec::with_capacity(self.keys.len());
         let mut weights = Vec::with_capacity(self.weights.len());
         for (&key, row) in self.keys.iter().zip(&self.weights) {
@@ -287,7 +548,7 @@ impl Dense {
             }
         }
         let bias = self.bias.map(quantize);
-        TriageModel::from_parts(keys, weights, bias, temperature)
+        TriageModel::from_parts(keys, weights, bias, temperature, thresholds)
     }
 }
 
@@ -317,7 +578,7 @@ fn fit(data: &[Example], idx: &[usize]) -> Dense {
     let labels: Vec<usize> = idx.iter().map(|&i| data[i].label).collect();
 
     // Rows of fixed-size arrays: one bounds check per feature, not per weight,
-    // which keeps training fast enough to run in debug-mode tests.
+    // which keeps training fast.
     let mut weights = vec![[0f64; N]; keys.len()];
     let mut grad_sq = vec![[0f64; N]; keys.len()];
     let mut bias = [0f64; N];

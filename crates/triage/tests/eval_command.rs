@@ -26,6 +26,9 @@ fn text_report_lists_accuracy_per_intent_ece_and_errors() {
     assert!(text.contains("accuracy"), "{text}");
     assert!(text.contains("ECE"), "{text}");
     assert!(text.contains("eta_given"), "{text}");
+    for heading in ["coverage", "confident-wrong", "risk-coverage", "threshold", "lang"] {
+        assert!(text.contains(heading), "{heading} missing:\n{text}");
+    }
     // The deliberately mislabeled line is reported with its file and line.
     assert!(text.contains(&format!("{}:2", a.display())), "{text}");
 }
@@ -37,11 +40,22 @@ fn json_report_is_one_object_with_the_documented_keys() {
     let mut out = Vec::new();
     eval_command(&[a], true, &mut out).expect("a well-formed file evaluates");
     let value: serde_json::Value = serde_json::from_slice(&out).expect("--json prints JSON");
-    let mut keys: Vec<&str> =
-        value.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
-    keys.sort_unstable();
-    assert_eq!(keys, ["accuracy", "ece", "errors", "per_intent"]);
+    // behavior.md §10's keys, and the acting policy's figures (docs/triage.md).
+    for key in ["accuracy", "ece", "errors", "per_intent"] {
+        assert!(value.get(key).is_some(), "{key} missing: {value}");
+    }
     assert!(value["per_intent"]["ack"]["support"].as_u64() == Some(1), "{value}");
+    assert!(value["policy"]["thresholds"]["opt_out"].as_f64().is_some(), "{value}");
+    assert!(value["policy"]["opt_out_guard"].as_f64().is_some(), "{value}");
+    for key in
+        ["coverage", "acted_accuracy", "confident_wrong", "confident_wrong_rate", "opt_out_acted_as_other"]
+    {
+        assert!(value[key].is_number(), "{key} missing: {value}");
+    }
+    assert_eq!(value["per_lang"]["en"]["messages"].as_u64(), Some(1), "{value}");
+    let table = value["risk_coverage"].as_array().expect("a risk-coverage table");
+    assert!(table.len() >= 5, "{value}");
+    assert!(table.last().is_some_and(|row| row["threshold"].is_null()), "the policy row comes last: {value}");
 }
 
 #[test]

@@ -42,7 +42,8 @@ proptest! {
         prop_assert!((sum - 1.0).abs() < 1e-9, "sum {}", sum);
         prop_assert!(t.distribution.iter().all(|(_, p)| p.is_finite() && (0.0..=1.0).contains(p)));
         prop_assert_eq!((t.intent, t.probability), t.distribution[0]);
-        prop_assert_eq!(t.confident, t.probability >= CONFIDENCE_THRESHOLD);
+        prop_assert_eq!(t.confident, t.abstain.is_none());
+        prop_assert!(!t.confident || t.probability >= CONFIDENCE_THRESHOLD);
         if let Some(f) = t.values.temperature_f {
             prop_assert!(f.is_finite() && (-60.0..=130.0).contains(&f));
         }

@@ -29,6 +29,7 @@ impl LlmClient for TestLlm {
                 intent: t.intent,
                 probability: t.probability,
                 confident: t.confident,
+                abstain: t.abstain,
                 values: t.values,
                 lang: t.lang.as_str().to_string(),
                 distribution: t.distribution.clone(),

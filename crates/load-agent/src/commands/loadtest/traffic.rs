@@ -10,8 +10,8 @@ use rand::{Rng, SeedableRng};
 use serde::Deserialize;
 use serde_json::json;
 
-/// Labeled messages of the triage corpus (held-out half): realistic texts by role.
-const CORPUS: &str = include_str!("../../../../../evals/triage/heldout.jsonl");
+/// Labeled messages of the triage corpus (the first training file): realistic texts by role.
+const CORPUS: &str = include_str!("../../../../../evals/triage/train/s00_original.jsonl");
 
 #[derive(Debug, Deserialize)]
 struct CorpusLine {

@@ -1,0 +1,127 @@
+//! The labeled corpus (docs/triage.md): the training files, the frozen test set, their shape and
+//! their separation, and the regression gate of the committed weights on the frozen set.
+//! Not a timing test.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use load_agent_triage::{
+    Intent, LabeledMessage, Lang, TriageModel, evaluate, near_duplicates, read_corpus, read_training_corpus,
+    test_files, training_files,
+};
+use sha2::{Digest, Sha256};
+
+fn corpus_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../evals/triage")
+}
+
+fn training() -> Vec<LabeledMessage> {
+    read_training_corpus(&corpus_dir()).expect("the training files are committed and well formed")
+}
+
+fn frozen() -> Vec<LabeledMessage> {
+    let files = test_files(&corpus_dir()).expect("the frozen test set is committed");
+    assert_eq!(files.len(), 1, "one frozen test file: {files:?}");
+    read_corpus(&files[0]).expect("the frozen test set is well formed")
+}
+
+/// The SHA-256 of `evals/triage/test/frozen.jsonl` when it was frozen (evals/triage/README.md).
+const FROZEN_SHA256: &str = "e439a24fda2f78056bf55239efd5762acbe6f98597f9967bd07c4c3420e9c126";
+
+fn per_intent(messages: &[LabeledMessage]) -> BTreeMap<Intent, usize> {
+    let mut counts = BTreeMap::new();
+    for m in messages {
+        *counts.entry(m.intent).or_default() += 1;
+    }
+    counts
+}
+
+fn spanish_share(messages: &[LabeledMessage]) -> f64 {
+    messages.iter().filter(|m| m.lang == Some(Lang::Es)).count() as f64 / messages.len() as f64
+}
+
+#[test]
+fn the_frozen_test_set_is_unchanged_and_has_its_promised_shape() {
+    let bytes = std::fs::read(corpus_dir().join("test/frozen.jsonl")).expect("read the frozen set");
+    let digest: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(digest, FROZEN_SHA256, "the frozen test set changed; it never does (docs/triage.md)");
+
+    let test = frozen();
+    assert!(test.len() >= 650, "{} frozen messages", test.len());
+    let counts = per_intent(&test);
+    for intent in Intent::ALL {
+        let n = counts.get(&intent).copied().unwrap_or(0);
+        assert!(n >= 40, "{intent}: {n} frozen messages");
+    }
+    assert!(spanish_share(&test) >= 0.25, "Spanish share {:.3}", spanish_share(&test));
+}
+
+#[test]
+fn the_training_corpus_is_large_balanced_and_from_several_writers() {
+    let files = training_files(&corpus_dir()).expect("training files");
+    assert!(files.len() >= 10, "{} training files (one per writer)", files.len());
+    let train = training();
+    assert!(train.len() >= 5000, "{} training messages", train.len());
+    let counts = per_intent(&train);
+    let (min, max) = (counts.values().min().copied(), counts.values().max().copied());
+    assert_eq!(counts.len(), Intent::ALL.len());
+    assert!(min.unwrap_or(0) * 2 >= max.unwrap_or(0), "unbalanced intents: {counts:?}");
+    assert!(spanish_share(&train) >= 0.25, "Spanish share {:.3}", spanish_share(&train));
+}
+
+#[test]
+fn no_training_message_nearly_repeats_a_frozen_test_message() {
+    let train = training();
+    let test = frozen();
+    let dups = near_duplicates(&train, &test);
+    let shown: Vec<String> = dups
+        .iter()
+        .take(10)
+        .map(|d| {
+            let at = train[d.train].origin.as_ref().map(ToString::to_string).unwrap_or_default();
+            format!("{at} {:?} ~ {:?} ({:.2})", train[d.train].text, test[d.test].text, d.similarity)
+        })
+        .collect();
+    assert!(
+        dups.is_empty(),
+        "{} training lines nearly repeat frozen test lines; run `load-agent triage dedupe`:\n{}",
+        dups.len(),
+        shown.join("\n")
+    );
+}
+
+/// Regression gate of the committed weights on the frozen set, at the figures measured when the
+/// model was trained (docs/triage.md "Results"), with a little room. A retrain that falls below
+/// them is a regression to look at, not a reason to edit the frozen set.
+#[test]
+fn the_committed_model_holds_its_figures_on_the_frozen_set() {
+    let report = evaluate(TriageModel::embedded(), &frozen());
+    let text = report.to_text();
+    assert!(report.accuracy >= 0.93, "accuracy below 93 %:\n{text}");
+    assert!(report.ece <= 0.03, "ECE above 0.03:\n{text}");
+    assert!(report.coverage >= 0.78, "coverage below 78 %:\n{text}");
+    assert!(report.confident_wrong_rate <= 0.015, "confident-wrong above 1.5 %:\n{text}");
+    assert!(report.opt_out_acted_as_other <= 2, "opt-outs acted on as another intent:\n{text}");
+}
+
+#[test]
+fn detected_language_agrees_with_the_corpus_labels() {
+    let model = TriageModel::embedded();
+    let all = training();
+    let labeled: Vec<&LabeledMessage> = all.iter().filter(|m| m.lang.is_some()).collect();
+    let agree = labeled
+        .iter()
+        .filter(|m| {
+            // No hint: the text alone decides (ties fall back to English).
+            let mut input = m.input();
+            input.lang = None;
+            Some(model.classify(&input).lang) == m.lang
+        })
+        .count();
+    let share = agree as f64 / labeled.len() as f64;
+    assert!(share >= 0.9, "language detection agrees on {share:.3}");
+    // With the contact's language as a hint, messages without language words follow it.
+    let spanish: Vec<&&LabeledMessage> = labeled.iter().filter(|m| m.lang == Some(Lang::Es)).collect();
+    let with_hint = spanish.iter().filter(|m| model.classify(&m.input()).lang == Lang::Es).count();
+    assert!(with_hint as f64 / spanish.len() as f64 >= 0.95);
+}
