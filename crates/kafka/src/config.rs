@@ -39,6 +39,13 @@ pub struct KafkaConfig {
     pub group_id: String,
     /// How long a produce waits for the broker's acknowledgement (`message.timeout.ms`).
     pub send_timeout: Duration,
+    /// How long the group coordinator waits for a worker's heartbeat before it hands the
+    /// worker's partitions to the others (`session.timeout.ms`): the time a killed worker's
+    /// loads wait.
+    pub session_timeout: Duration,
+    /// How often a worker heartbeats to the coordinator (`heartbeat.interval.ms`); below the
+    /// session timeout (a third of it or less is librdkafka's advice).
+    pub heartbeat_interval: Duration,
     /// Extra librdkafka properties applied last, to every client (e.g. security settings).
     pub client_overrides: Vec<(String, String)>,
     /// The schema ids producers frame records with: the embedded registry's fixed ids, or the
@@ -63,6 +70,8 @@ impl std::fmt::Debug for KafkaConfig {
             .field("actions_topic_prefix", &self.actions_topic_prefix)
             .field("group_id", &self.group_id)
             .field("send_timeout", &self.send_timeout)
+            .field("session_timeout", &self.session_timeout)
+            .field("heartbeat_interval", &self.heartbeat_interval)
             .field("client_overrides", &overrides)
             .field("schema_ids", &self.schema_ids)
             .finish()
@@ -120,6 +129,8 @@ impl KafkaConfig {
             actions_topic_prefix: ACTIONS_TOPIC_PREFIX.into(),
             group_id: GROUP_ID.into(),
             send_timeout: Duration::from_secs(30),
+            session_timeout: Duration::from_secs(45),
+            heartbeat_interval: Duration::from_secs(3),
             client_overrides: Vec::new(),
             schema_ids: SchemaIds::embedded(),
         }
@@ -176,6 +187,8 @@ impl KafkaConfig {
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest")
             .set("enable.partition.eof", "false")
+            .set("session.timeout.ms", self.session_timeout.as_millis().to_string())
+            .set("heartbeat.interval.ms", self.heartbeat_interval.as_millis().to_string())
             // A fetch waits at most 50 ms for data (librdkafka's 500 ms default is most of the
             // event-to-commit budget of 100 ms at p99 on a quiet partition).
             .set("fetch.wait.max.ms", "50")

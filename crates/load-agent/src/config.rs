@@ -247,6 +247,11 @@ pub struct KafkaSettings {
     pub ssl_ca_location: String,
     /// Records in flight per consumer (backpressure bound).
     pub max_in_flight: usize,
+    /// `session.timeout.ms`: how long the group waits for a silent worker before its
+    /// partitions move to the others.
+    pub session_timeout_ms: u64,
+    /// `heartbeat.interval.ms`: how often a worker tells the group it is alive.
+    pub heartbeat_interval_ms: u64,
     /// Create missing topics at start (development and tests; production creates them ahead).
     pub create_topics: bool,
     /// Partitions of topics created with `create_topics`.
@@ -268,6 +273,8 @@ impl Default for KafkaSettings {
             sasl_password: Secret::default(),
             ssl_ca_location: String::new(),
             max_in_flight: 1000,
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 3_000,
             create_topics: false,
             partitions: 12,
         }
@@ -620,6 +627,20 @@ impl Settings {
         if self.kafka.max_in_flight == 0 {
             return Err(bad("kafka.max_in_flight", "must be at least 1"));
         }
+        if !(1_000..=3_600_000).contains(&self.kafka.session_timeout_ms) {
+            return Err(bad("kafka.session_timeout_ms", "must be between 1000 and 3600000"));
+        }
+        if self.kafka.heartbeat_interval_ms == 0
+            || self.kafka.heartbeat_interval_ms >= self.kafka.session_timeout_ms
+        {
+            return Err(bad(
+                "kafka.heartbeat_interval_ms",
+                format!(
+                    "must be at least 1 and below kafka.session_timeout_ms ({}); a third of it or less is advised",
+                    self.kafka.session_timeout_ms
+                ),
+            ));
+        }
         self.llm
             .provider
             .parse::<load_agent_llm::ProviderSpec>()
@@ -774,6 +795,31 @@ mod tests {
         assert!(s.production());
         assert_eq!(s.relay.lease_secs, 120);
         assert_eq!(s.database.url.expose(), "postgres://app:hunter2@db:5432/la?sslmode=verify-full");
+    }
+
+    #[test]
+    fn group_membership_timeouts_are_settings_checked_against_each_other() {
+        let s = Settings::load(
+            None,
+            &env(&[
+                ("LOAD_AGENT_KAFKA_SESSION_TIMEOUT_MS", "6000"),
+                ("LOAD_AGENT_KAFKA_HEARTBEAT_INTERVAL_MS", "1000"),
+            ]),
+        )
+        .expect("valid");
+        assert_eq!((s.kafka.session_timeout_ms, s.kafka.heartbeat_interval_ms), (6000, 1000));
+        let defaults = Settings::load(None, &env(&[])).expect("defaults");
+        assert_eq!(
+            (defaults.kafka.session_timeout_ms, defaults.kafka.heartbeat_interval_ms),
+            (45_000, 3_000)
+        );
+
+        let e =
+            Settings::load(None, &env(&[("LOAD_AGENT_KAFKA_HEARTBEAT_INTERVAL_MS", "45000")])).unwrap_err();
+        assert_eq!(e.setting, "kafka.heartbeat_interval_ms");
+        assert!(e.to_string().contains("kafka.session_timeout_ms"), "{e}");
+        let e = Settings::load(None, &env(&[("LOAD_AGENT_KAFKA_SESSION_TIMEOUT_MS", "500")])).unwrap_err();
+        assert_eq!(e.setting, "kafka.session_timeout_ms");
     }
 
     #[test]

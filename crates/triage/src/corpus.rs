@@ -128,6 +128,20 @@ pub enum CorpusError {
     Write(#[source] std::io::Error),
 }
 
+/// The `*.jsonl` files directly in `dir`, in name order.
+pub fn jsonl_files(dir: &Path) -> Result<Vec<PathBuf>, CorpusError> {
+    let read_err = |source| CorpusError::Read { path: dir.to_path_buf(), source };
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(read_err)? {
+        let path = entry.map_err(read_err)?.path();
+        if path.extension().is_some_and(|e| e == "jsonl") && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// Reads a JSON Lines corpus file.
 pub fn read_corpus(path: &Path) -> Result<Vec<LabeledMessage>, CorpusError> {
     let text = std::fs::read_to_string(path)

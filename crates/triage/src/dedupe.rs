@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::corpus::{CorpusError, LabeledMessage, read_corpus};
+use crate::corpus::{CorpusError, LabeledMessage, jsonl_files, read_corpus};
 use crate::text::normalize;
 use crate::train::{TrainError, training_files};
 
@@ -24,17 +24,7 @@ pub const TEST_DIR: &str = "test";
 
 /// The files of the frozen test set of a corpus folder: `corpus_dir/test/*.jsonl`, in name order.
 pub fn test_files(corpus_dir: &Path) -> Result<Vec<PathBuf>, CorpusError> {
-    let dir = corpus_dir.join(TEST_DIR);
-    let read_err = |source| CorpusError::Read { path: dir.clone(), source };
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(&dir).map_err(read_err)? {
-        let path = entry.map_err(read_err)?.path();
-        if path.extension().is_some_and(|e| e == "jsonl") && path.is_file() {
-            files.push(path);
-        }
-    }
-    files.sort();
-    Ok(files)
+    jsonl_files(&corpus_dir.join(TEST_DIR))
 }
 
 /// The text two messages are compared on: normalized, letters and digits only, single spaces;

@@ -48,7 +48,9 @@ pub mod model;
 mod text;
 pub mod train;
 
-pub use corpus::{CorpusError, LabeledMessage, LineOrigin, LineProblem, parse_corpus, read_corpus};
+pub use corpus::{
+    CorpusError, LabeledMessage, LineOrigin, LineProblem, jsonl_files, parse_corpus, read_corpus,
+};
 pub use dedupe::{
     DedupeReport, NEAR_DUPLICATE_JACCARD, NearDuplicate, TEST_DIR, dedupe_command, near_duplicate_key,
     near_duplicates, test_files,

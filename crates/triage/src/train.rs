@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::corpus::{CorpusError, LabeledMessage, read_corpus};
+use crate::corpus::{CorpusError, LabeledMessage, jsonl_files, read_corpus};
 use crate::eval::{Misclassified, expected_calibration_error};
 use crate::features::featurize;
 use crate::intent::Intent;
@@ -192,18 +192,7 @@ pub enum TrainError {
 /// test set (`corpus_dir/test/`) is never among them.
 pub fn training_files(corpus_dir: &Path) -> Result<Vec<PathBuf>, TrainError> {
     let dir = corpus_dir.join(TRAIN_DIR);
-    let entries = std::fs::read_dir(&dir)
-        .map_err(|source| TrainError::Corpus(CorpusError::Read { path: dir.clone(), source }))?;
-    let mut files = Vec::new();
-    for entry in entries {
-        let entry =
-            entry.map_err(|source| TrainError::Corpus(CorpusError::Read { path: dir.clone(), source }))?;
-        let path = entry.path();
-        if path.extension().is_some_and(|e| e == "jsonl") && path.is_file() {
-            files.push(path);
-        }
-    }
-    files.sort();
+    let files = jsonl_files(&dir)?;
     if files.is_empty() {
         return Err(TrainError::NoTrainingFiles { path: dir });
     }

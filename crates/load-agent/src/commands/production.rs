@@ -49,6 +49,8 @@ mod imp {
         c.dlq_topic = k.dlq_topic.clone();
         c.actions_topic_prefix = k.actions_topic_prefix.clone();
         c.group_id = k.group_id.clone();
+        c.session_timeout = std::time::Duration::from_millis(k.session_timeout_ms);
+        c.heartbeat_interval = std::time::Duration::from_millis(k.heartbeat_interval_ms);
         c.client_overrides = settings.kafka_client_overrides();
         c
     }

@@ -208,6 +208,9 @@ impl ServeConfig<'_> {
             .env("LOAD_AGENT_KAFKA_GROUP_ID", format!("{}-group", self.prefix))
             .env("LOAD_AGENT_KAFKA_CREATE_TOPICS", "true")
             .env("LOAD_AGENT_KAFKA_PARTITIONS", "3")
+            // A killed serve's partitions move to the next one after 6 s, not 45.
+            .env("LOAD_AGENT_KAFKA_SESSION_TIMEOUT_MS", "6000")
+            .env("LOAD_AGENT_KAFKA_HEARTBEAT_INTERVAL_MS", "1000")
             .env("LOAD_AGENT_HTTP_ADDR", format!("127.0.0.1:{port}"))
             .env("LOAD_AGENT_SHUTDOWN_GRACE_SECS", "15")
             .env("LOAD_AGENT_TIMERS_POLL_SECS", "1")
