@@ -3,10 +3,12 @@
 //! between the publish and the mark publishes twice; the event store drops the second copy by
 //! event id, and a timer that is not current is a filtered noop when it is processed.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use load_agent_domain::{EventKind, InboundEvent, timer_fired_event_id};
 use load_agent_store::{StoreError, TimerRow, TimerStore};
 use serde::Serialize;
@@ -15,6 +17,9 @@ use tracing::{error, info, warn};
 use crate::clock::Clock;
 use crate::queue::LoadQueue;
 use crate::shutdown::Shutdown;
+
+/// Loads whose timers are published at once within a batch.
+pub const PUBLISH_CONCURRENCY: usize = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PumpConfig {
@@ -92,39 +97,74 @@ impl TimerPump {
         self.config
     }
 
-    /// Fires every timer due at `now` (`fire_at <= now`).
+    /// Fires every timer due at `now` (`fire_at <= now`). Per batch: the timers of different
+    /// loads are published concurrently (one load's in fire order, so its queue sees them in
+    /// that order), then every published one is marked fired in one statement. A crash between
+    /// the two publishes again next pass; the event id makes the copy a redelivery.
     pub async fn pump_once(&self, now: DateTime<Utc>) -> Result<PumpReport, StoreError> {
         let mut report = PumpReport::default();
         loop {
             let due = self.timers.due(now, self.config.batch).await?;
             let full_batch = due.len() >= self.config.batch;
-            let mut progressed = false;
-            for timer in &due {
-                if let Err(e) = self.queue.publish(timer_fired_event(timer, now)).await {
-                    report.publish_failures += 1;
-                    warn!(load_id = %timer.load_id, timer_id = %timer.timer_id, error = %e, "timer not published; next pass");
-                    continue;
-                }
-                crate::crash::crash_point("pump.after_publish");
-                match self.timers.mark_fired(&timer.timer_id, now).await {
-                    Ok(()) => {
-                        report.fired += 1;
-                        progressed = true;
+            let published = self.publish_all(&due, now).await;
+            report.publish_failures += due.len() - published.len();
+            let ids: Vec<String> = published.iter().map(|t| t.timer_id.clone()).collect();
+            let progressed = match self.timers.mark_fired(&ids, now).await {
+                Ok(()) => {
+                    report.fired += published.len();
+                    for timer in &published {
                         let late = (now - timer.fire_at).num_milliseconds().max(0) as f64 / 1000.0;
                         metrics::counter!("load_agent_timers_fired_total").increment(1);
                         metrics::histogram!("load_agent_timer_lag_seconds").record(late);
                         info!(load_id = %timer.load_id, timer_id = %timer.timer_id, late_s = late, "timer fired");
                     }
-                    Err(e) => {
-                        report.mark_failures += 1;
-                        error!(timer_id = %timer.timer_id, error = %e, "timer published but not marked fired");
-                    }
+                    !published.is_empty()
                 }
-            }
+                Err(e) => {
+                    report.mark_failures += published.len();
+                    error!(timers = published.len(), error = %e, "timers published but not marked fired; published again next pass");
+                    false
+                }
+            };
             if !full_batch || !progressed {
                 return Ok(report);
             }
         }
+    }
+
+    /// Publishes the `timer_fired` of every timer; returns those published. Loads go
+    /// concurrently, up to [`PUBLISH_CONCURRENCY`] at once; one load's timers in order.
+    async fn publish_all<'t>(&self, due: &'t [TimerRow], now: DateTime<Utc>) -> Vec<&'t TimerRow> {
+        let mut by_load: Vec<Vec<&TimerRow>> = Vec::new();
+        let mut slot: HashMap<&str, usize> = HashMap::new();
+        for timer in due {
+            let i = *slot.entry(timer.load_id.as_str()).or_insert_with(|| {
+                by_load.push(Vec::new());
+                by_load.len() - 1
+            });
+            by_load[i].push(timer);
+        }
+        let loads: Vec<_> = by_load.into_iter().map(|timers| self.publish_load(timers, now)).collect();
+        let published: Vec<Vec<&TimerRow>> =
+            futures::stream::iter(loads).buffer_unordered(PUBLISH_CONCURRENCY).collect().await;
+        published.into_iter().flatten().collect()
+    }
+
+    /// One load's timers, in order; returns those published.
+    async fn publish_load<'t>(&self, timers: Vec<&'t TimerRow>, now: DateTime<Utc>) -> Vec<&'t TimerRow> {
+        let mut ok = Vec::with_capacity(timers.len());
+        for timer in timers {
+            match self.queue.publish(timer_fired_event(timer, now)).await {
+                Ok(()) => {
+                    crate::crash::crash_point("pump.after_publish");
+                    ok.push(timer);
+                }
+                Err(e) => {
+                    warn!(load_id = %timer.load_id, timer_id = %timer.timer_id, error = %e, "timer not published; next pass");
+                }
+            }
+        }
+        ok
     }
 
     /// Pumps every `poll_interval` until shutdown.

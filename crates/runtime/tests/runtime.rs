@@ -14,8 +14,8 @@ use load_agent_domain::{
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
     ActionCommand, Clock, DeliveryError, Destinations, FailMode, FakeClock, FakeServices, FaultRule,
-    InProcessQueue, LoadQueue, LogProjection, Receipt, Relay, RetryPolicy, RunOutcome, SnapshotSource,
-    TimerPump, Worker,
+    InProcessQueue, LoadQueue, LogProjection, PumpConfig, Receipt, Relay, RetryPolicy, RunOutcome,
+    SnapshotSource, TimerPump, Worker,
 };
 use load_agent_store::{
     AppendError, AppendRequest, EventStore, NewOutboxRow, NextAttempt, SqliteStore, StoreError, StoreOptions,
@@ -580,6 +580,44 @@ async fn the_pump_publishes_due_timers_once_with_their_deterministic_event_id() 
         EventKind::TimerFired { ask_id, attempt: 1, .. } if ask_id == "ask:eta_request:p"
     ));
     assert_eq!(pump.pump_once(fire_at + Duration::minutes(5)).await.expect("pump").fired, 0, "marked fired");
+}
+
+#[tokio::test]
+async fn a_pass_fires_every_due_timer_batch_by_batch_each_load_in_fire_order() {
+    let env = Env::new().await;
+    let base = t("2026-03-02T13:30:00Z");
+    // Three loads, three timers each, due a minute apart; batches of four.
+    for load in ["L1", "L2", "L3"] {
+        for attempt in 1..=3u32 {
+            let timer = TimerRow {
+                timer_id: format!("tmr:{load}:a:{attempt}"),
+                load_id: load.into(),
+                ask_id: "a".into(),
+                attempt,
+                fire_at: base + Duration::minutes(i64::from(attempt)),
+            };
+            env.stores.timers.schedule(&timer).await.expect("schedule");
+        }
+    }
+    let queue: Arc<dyn LoadQueue> = env.queue.clone();
+    let pump = TimerPump::new(env.stores.timers.clone(), queue, Arc::new(env.clock.clone()))
+        .with_config(PumpConfig { batch: 4, ..PumpConfig::default() });
+    let r = pump.pump_once(base + Duration::minutes(5)).await.expect("pump");
+    assert_eq!((r.fired, r.publish_failures, r.mark_failures), (9, 0, 0));
+    let published = env.drain().await;
+    assert_eq!(published.len(), 9, "each timer published once");
+    for load in ["L1", "L2", "L3"] {
+        let attempts: Vec<u32> = published
+            .iter()
+            .filter(|e| e.load_id == load)
+            .map(|e| match &e.kind {
+                EventKind::TimerFired { attempt, .. } => *attempt,
+                other => panic!("not a timer: {other:?}"),
+            })
+            .collect();
+        assert_eq!(attempts, [1, 2, 3], "{load}'s timers in fire order");
+    }
+    assert_eq!(pump.pump_once(base + Duration::minutes(6)).await.expect("pump").fired, 0, "all marked");
 }
 
 #[tokio::test]

@@ -67,9 +67,9 @@ pub trait TimerStore: Send + Sync {
     /// cancelled tombstone so that a later schedule of that id stays cancelled.
     async fn cancel(&self, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
 
-    /// Records that the pump published the timer. Idempotent; a cancelled or unknown timer is
-    /// left as it is.
-    async fn mark_fired(&self, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
+    /// Records that the pump published these timers, in one statement. Idempotent; a fired,
+    /// cancelled or unknown timer is left as it is.
+    async fn mark_fired(&self, timer_ids: &[String], now: DateTime<Utc>) -> Result<(), StoreError>;
 
     /// Up to `limit` scheduled timers with `fire_at <= now`, oldest first.
     async fn due(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<TimerRow>, StoreError>;

@@ -45,11 +45,14 @@ impl TimerStore for PgStore {
         Ok(())
     }
 
-    async fn mark_fired(&self, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+    async fn mark_fired(&self, timer_ids: &[String], now: DateTime<Utc>) -> Result<(), StoreError> {
+        if timer_ids.is_empty() {
+            return Ok(());
+        }
         sqlx::query(
-            "UPDATE timers SET status = 'fired', fired_at = $2 WHERE timer_id = $1 AND status = 'scheduled'",
+            "UPDATE timers SET status = 'fired', fired_at = $2 WHERE timer_id = ANY($1) AND status = 'scheduled'",
         )
-        .bind(timer_id)
+        .bind(timer_ids)
         .bind(now)
         .execute(&self.pool)
         .await?;

@@ -16,9 +16,22 @@ use crate::error::StoreError;
 use crate::timers::{TimerRow, TimerStore, TimerView};
 
 pub(crate) enum TimerOp {
-    Schedule { timer_id: String, load_id: String, ask_id: String, attempt: i64, fire_at: String },
-    Cancel { timer_id: String, now: String },
-    Fired { timer_id: String, now: String },
+    Schedule {
+        timer_id: String,
+        load_id: String,
+        ask_id: String,
+        attempt: i64,
+        fire_at: String,
+    },
+    Cancel {
+        timer_id: String,
+        now: String,
+    },
+    /// The ids as a JSON array, read with `json_each`, so any number is one statement.
+    Fired {
+        timer_ids: String,
+        now: String,
+    },
 }
 
 /// Same statements as `postgres/timers.rs`.
@@ -50,11 +63,12 @@ pub(super) async fn timer_in(conn: &mut SqliteConnection, op: &TimerOp) -> Resul
             .execute(&mut *conn)
             .await?;
         }
-        TimerOp::Fired { timer_id, now } => {
+        TimerOp::Fired { timer_ids, now } => {
             sqlx::query(
-                "UPDATE timers SET status = 'fired', fired_at = ?2 WHERE timer_id = ?1 AND status = 'scheduled'",
+                "UPDATE timers SET status = 'fired', fired_at = ?2 \
+                 WHERE timer_id IN (SELECT value FROM json_each(?1)) AND status = 'scheduled'",
             )
-            .bind(timer_id)
+            .bind(timer_ids)
             .bind(now)
             .execute(&mut *conn)
             .await?;
@@ -81,8 +95,13 @@ impl TimerStore for SqliteStore {
         self.write(|reply| WriteCmd::Timer { op, reply }).await?
     }
 
-    async fn mark_fired(&self, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let op = TimerOp::Fired { timer_id: timer_id.to_owned(), now: sqlite_time(now) };
+    async fn mark_fired(&self, timer_ids: &[String], now: DateTime<Utc>) -> Result<(), StoreError> {
+        if timer_ids.is_empty() {
+            return Ok(());
+        }
+        let timer_ids =
+            serde_json::to_string(timer_ids).map_err(|e| StoreError::InvalidRequest(e.to_string()))?;
+        let op = TimerOp::Fired { timer_ids, now: sqlite_time(now) };
         self.write(|reply| WriteCmd::Timer { op, reply }).await?
     }
 

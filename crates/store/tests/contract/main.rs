@@ -62,6 +62,7 @@ contract!(
     timers::schedule_is_idempotent,
     timers::cancel_is_idempotent_and_sticks,
     timers::mark_fired_is_idempotent,
+    timers::mark_fired_marks_a_batch_in_one_call,
     timers::due_is_oldest_first_with_a_limit_and_lag,
     lock::a_lease_is_granted_and_released,
 );

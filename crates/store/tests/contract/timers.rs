@@ -1,7 +1,9 @@
-//! TimerStore contract: idempotent schedule, cancel and mark_fired; due order and lag.
+//! TimerStore contract: idempotent schedule, cancel and mark_fired (a batch in one call); due order
+//! and lag.
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use load_agent_store::{TimerRow, TimerStatus};
 
 use crate::fixtures::t;
@@ -51,14 +53,45 @@ pub async fn cancel_is_idempotent_and_sticks<H: StoreHarness>(h: &H) {
     );
 }
 
+fn ids(ids: &[&str]) -> Vec<String> {
+    ids.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// The pump marks a whole batch in one call: every scheduled one is marked, a cancelled one,
+/// an already fired one and an unknown id are left as they are.
+pub async fn mark_fired_marks_a_batch_in_one_call<H: StoreHarness>(h: &H) {
+    let timers = &h.stores().timers;
+    for id in ["a", "b", "c", "d"] {
+        timers.schedule(&timer(id, 100)).await.expect("schedule");
+    }
+    timers.cancel("c", t(100)).await.expect("cancel");
+    timers.mark_fired(&ids(&["d"]), t(101)).await.expect("fired d");
+    let batch: Vec<String> = ["a", "b", "c", "d", "zz"].iter().map(|s| (*s).to_owned()).collect();
+    timers.mark_fired(&batch, t(102)).await.expect("fired the batch");
+    assert!(timers.due(t(1000), 10).await.expect("due").is_empty());
+    let view = timers.timers_for_load("L1").await.expect("timers");
+    let got: Vec<(&str, TimerStatus, Option<DateTime<Utc>>)> =
+        view.iter().map(|v| (v.timer_id.as_str(), v.status, v.fired_at)).collect();
+    assert_eq!(
+        got,
+        [
+            ("a", TimerStatus::Fired, Some(t(102))),
+            ("b", TimerStatus::Fired, Some(t(102))),
+            ("c", TimerStatus::Cancelled, None),
+            ("d", TimerStatus::Fired, Some(t(101))),
+        ]
+    );
+}
+
 pub async fn mark_fired_is_idempotent<H: StoreHarness>(h: &H) {
     let timers = &h.stores().timers;
     timers.schedule(&timer("a", 100)).await.expect("schedule");
     assert_eq!(due_ids(&timers.due(t(100), 10).await.expect("due")), ["a"]);
-    timers.mark_fired("a", t(101)).await.expect("fired");
-    timers.mark_fired("a", t(102)).await.expect("fired again");
+    timers.mark_fired(&ids(&["a"]), t(101)).await.expect("fired");
+    timers.mark_fired(&ids(&["a"]), t(102)).await.expect("fired again");
     timers.cancel("a", t(103)).await.expect("cancel after firing");
-    timers.mark_fired("unknown", t(103)).await.expect("fired unknown");
+    timers.mark_fired(&ids(&["unknown"]), t(103)).await.expect("fired unknown");
+    timers.mark_fired(&[], t(103)).await.expect("nothing to mark");
     assert!(timers.due(t(1000), 10).await.expect("due").is_empty());
     let view = timers.timers_for_load("L1").await.expect("timers");
     assert_eq!(view.len(), 1);
@@ -79,7 +112,7 @@ pub async fn due_is_oldest_first_with_a_limit_and_lag<H: StoreHarness>(h: &H) {
     assert_eq!(due_ids(&timers.due(t(400), 2).await.expect("due")), ["a", "b"]);
     assert_eq!(due_ids(&timers.due(t(250), 10).await.expect("due")), ["a", "b", "b2"]);
     assert_eq!(timers.oldest_due_lag(t(160)).await.expect("lag"), Some(Duration::from_secs(60)));
-    timers.mark_fired("a", t(160)).await.expect("fired");
+    timers.mark_fired(&ids(&["a"]), t(160)).await.expect("fired");
     assert_eq!(timers.oldest_due_lag(t(160)).await.expect("lag"), None, "nothing else is due at 160");
     assert_eq!(timers.oldest_due_lag(t(230)).await.expect("lag"), Some(Duration::from_secs(30)));
 }

@@ -331,10 +331,12 @@ impl TimerStore for ProbedTimers {
         self.inner.cancel(timer_id, now).await
     }
 
-    async fn mark_fired(&self, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let r = self.inner.mark_fired(timer_id, now).await;
+    async fn mark_fired(&self, timer_ids: &[String], now: DateTime<Utc>) -> Result<(), StoreError> {
+        let r = self.inner.mark_fired(timer_ids, now).await;
         if r.is_ok() {
-            self.probe.fired(timer_id, now);
+            for timer_id in timer_ids {
+                self.probe.fired(timer_id, now);
+            }
         }
         r
     }
