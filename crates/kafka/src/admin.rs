@@ -1,4 +1,4 @@
-//! Creating the topics (`load-agent kafka create-topics`, tests): brokers like Nisshi do not
+//! Creating the topics (`load-agent topics ensure`, `kafka.create_topics`, tests): brokers like Nisshi do not
 //! create topics on first use.
 
 use std::time::Duration;

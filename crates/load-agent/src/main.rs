@@ -34,6 +34,10 @@ enum Command {
     /// Records a topic from Kafka as a dump (topics.md).
     #[cfg(feature = "kafka")]
     Dump(commands::replay::DumpArgs),
+    /// Kafka topics: `ensure` creates the events, DLQ and action topics that do not exist yet.
+    #[cfg(feature = "kafka")]
+    #[command(subcommand)]
+    Topics(commands::production::TopicsCommand),
     /// Runs the worker, relay and timer pump together. With no configuration: SQLite, the
     /// in-process queue, fake delivery services and `POST /events` on 127.0.0.1:8080.
     Serve,
@@ -108,6 +112,10 @@ fn main() -> ExitCode {
         Command::Replay(a) => commands::replay::run_replay(a),
         #[cfg(feature = "kafka")]
         Command::Dump(a) => with_settings(cli.config.as_deref(), |s| commands::replay::run_dump(s, a)),
+        #[cfg(feature = "kafka")]
+        Command::Topics(c) => {
+            with_settings(cli.config.as_deref(), |s| commands::production::run_topics(s, c))
+        }
         Command::Loadtest(a) => with_settings(cli.config.as_deref(), |s| commands::loadtest::run(s, a)),
         Command::Migrate => with_settings(cli.config.as_deref(), commands::store_cmds::run_migrate),
         Command::Cost(a) => with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_cost(s, a)),

@@ -154,3 +154,50 @@ async fn serve_in_production_mode_decides_from_kafka_and_publishes_actions() {
     let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {run}")).execute(&admin).await;
     admin.close().await;
 }
+
+/// `load-agent topics ensure` against the broker: the first run creates every topic of the
+/// configuration, a second finds them all; the broker then lists them with their partitions.
+#[test]
+fn topics_ensure_creates_the_missing_topics_and_leaves_existing_ones() {
+    let brokers = env("KAFKA_BROKERS");
+    let run = format!("topics{}", std::process::id());
+    let ensure = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_load-agent"))
+            .args(["topics", "ensure", "--partitions", "2"])
+            .env("LOAD_AGENT_KAFKA_BROKERS", &brokers)
+            .env("LOAD_AGENT_DATABASE_URL", env("DATABASE_URL"))
+            .env("LOAD_AGENT_KAFKA_EVENTS_TOPIC", format!("{run}.events"))
+            .env("LOAD_AGENT_KAFKA_DLQ_TOPIC", format!("{run}.events.dlq"))
+            .env("LOAD_AGENT_KAFKA_ACTIONS_TOPIC_PREFIX", format!("{run}.actions"))
+            .output()
+            .expect("run load-agent topics ensure");
+        assert!(out.status.success(), "topics ensure failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).expect("UTF-8 output")
+    };
+    let first = ensure();
+    for topic in ["events", "events.dlq", "actions.sms", "actions.hero", "actions.load_status"] {
+        assert!(first.contains(&format!("{run}.{topic}\tcreated")), "{topic} not created:\n{first}");
+    }
+    assert!(first.contains("8 topics on") && first.ends_with("8 created\n"), "{first}");
+    let second = ensure();
+    assert!(second.contains(&format!("{run}.events\texists")), "{second}");
+    assert!(second.ends_with("0 created\n"), "{second}");
+
+    let consumer: rdkafka::consumer::BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("group.id", format!("{run}-meta"))
+        .create()
+        .expect("a metadata client");
+    let topic = format!("{run}.actions.sms");
+    let metadata = consumer.fetch_metadata(Some(&topic), Duration::from_secs(10)).expect("metadata");
+    assert_eq!(metadata.topics()[0].partitions().len(), 2, "created with --partitions 2");
+
+    // Without brokers the command says so and exits 2.
+    let out = Command::new(env!("CARGO_BIN_EXE_load-agent"))
+        .args(["topics", "ensure"])
+        .env_remove("LOAD_AGENT_KAFKA_BROKERS")
+        .output()
+        .expect("run load-agent topics ensure");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("kafka.brokers"));
+}

@@ -20,6 +20,62 @@ pub async fn run(settings: &Settings, role: Role) -> u8 {
 #[cfg(feature = "kafka")]
 pub use imp::{Pipeline, kafka_config};
 
+/// `load-agent topics ...`.
+#[cfg(feature = "kafka")]
+#[derive(Debug, clap::Subcommand)]
+pub enum TopicsCommand {
+    /// Creates the topics of the configuration (`kafka.events_topic`, `kafka.dlq_topic`, one
+    /// `<kafka.actions_topic_prefix>.<service>` per delivery service) that do not exist yet;
+    /// existing topics are left as they are. Prints every topic and whether it was created.
+    Ensure {
+        /// Partitions of a created topic (default `kafka.partitions`).
+        #[arg(long)]
+        partitions: Option<i32>,
+        /// Replication factor of a created topic.
+        #[arg(long, default_value_t = 1)]
+        replication_factor: i32,
+    },
+}
+
+/// Runs a `topics` command; exit 0 when every topic exists afterwards, 1 when the broker
+/// refused, 2 on a configuration without brokers.
+#[cfg(feature = "kafka")]
+pub fn run_topics(settings: &Settings, cmd: TopicsCommand) -> u8 {
+    let TopicsCommand::Ensure { partitions, replication_factor } = cmd;
+    if settings.kafka.brokers.is_empty() {
+        eprintln!("load-agent topics ensure: kafka.brokers is empty (set LOAD_AGENT_KAFKA_BROKERS)");
+        return 2;
+    }
+    let partitions = partitions.unwrap_or(settings.kafka.partitions);
+    if partitions <= 0 || replication_factor <= 0 {
+        eprintln!("load-agent topics ensure: --partitions and --replication-factor must be at least 1");
+        return 2;
+    }
+    let kafka = kafka_config(settings);
+    let topics = kafka.all_topics();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("load-agent topics ensure: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    match runtime.block_on(load_agent_kafka::ensure_topics(&kafka, &topics, partitions, replication_factor)) {
+        Ok(created) => {
+            for topic in &topics {
+                let what = if created.contains(topic) { "created" } else { "exists" };
+                println!("{topic}\t{what}");
+            }
+            println!("{} topics on {}: {} created", topics.len(), kafka.brokers, created.len());
+            0
+        }
+        Err(e) => {
+            eprintln!("load-agent topics ensure: on {}: {e}", kafka.brokers);
+            1
+        }
+    }
+}
+
 #[cfg(feature = "kafka")]
 mod imp {
     use std::sync::Arc;
