@@ -11,7 +11,10 @@ use load_agent_domain::{
     OpenAsk, OutcomeStatus, RiskBand, Role, SlackTarget, StepKind, Stop, TimerRef, Trigger, ask_id_for,
     detect_triggers, timer_id,
 };
-use load_agent_llm::{DocumentRequest, LlmClient, LlmOutput, PlanRequest, PlannedAction, TriageRequest};
+use load_agent_llm::{
+    DocumentRequest, LlmClient, LlmOutput, PlanRequest, PlannedAction, TriageRequest,
+    validate_document_fields,
+};
 use load_agent_triage::{Intent, resolve_eta};
 
 use crate::context::{Ctx, first_name, format_local};
@@ -1029,9 +1032,16 @@ async fn on_attachment(
         d.rationale(format!("attachment from unknown sender {from}"));
         return;
     }
-    match deps.llm.extract_document(&req).await {
-        Ok(LlmOutput { value: doc, usage }) => {
-            d.usage.push(usage);
+    // Fields extracted upstream are used as they are (checked as a reader's output is): the
+    // reader is called only when the event carries none, so the live consumer and a replay of
+    // the same records decide alike whatever LLM provider is configured.
+    let read = match &req.extracted {
+        Some(fields) => validate_document_fields(fields.clone()).map(|doc| (doc, None, "extracted upstream")),
+        None => deps.llm.extract_document(&req).await.map(|o| (o.value, Some(o.usage), "read")),
+    };
+    match read {
+        Ok((doc, usage, how)) => {
+            d.usage.extend(usage);
             d.path = DecisionPath::Sop;
             let yn = |b: Option<bool>| match b {
                 Some(true) => "yes",
@@ -1059,7 +1069,7 @@ async fn on_attachment(
                 f.insert("reason", why.to_string());
                 d.hero(ctx, "hero_document_review", &f, false, None);
             }
-            d.rationale(format!("document read: {summary}"));
+            d.rationale(format!("document {how}: {summary}"));
         }
         Err(e) => {
             d.path = DecisionPath::HeroFallback;

@@ -430,6 +430,40 @@ async fn attachments_are_read_and_a_signed_clean_pod_needs_no_human() {
     assert_eq!(summary(&d), [("create_hero_task".into(), None, None, Some(true))]);
 }
 
+#[tokio::test]
+async fn fields_extracted_upstream_are_used_and_the_reader_is_called_only_without_them() {
+    // No reader at all (the `local` provider): the upstream fields decide, as in a replay.
+    let mut g = Given::client_a().await;
+    let att = |id: &str, extracted| EventKind::Attachment {
+        from: "drv".into(),
+        channel: MessageChannel::Sms,
+        filename: format!("{id}.jpg"),
+        content_type: "image/jpeg".into(),
+        content_ref: None,
+        extracted,
+    };
+    let clean = DocumentFields { document_type: DocumentType::Pod, signed: Some(true), ..Default::default() };
+    let d = g.when("2026-03-02T20:00:00Z", "doc1", att("doc1", Some(clean.clone()))).await;
+    assert_eq!(kinds(&d), ["tms_note"], "{}", d.rationale);
+    assert!(d.llm_usage.is_empty(), "no model was called");
+    assert!(d.rationale.contains("extracted upstream"), "{}", d.rationale);
+    // Upstream fields are checked like a reader's output: an empty PO is invalid.
+    let invalid = DocumentFields { po_numbers: vec![" ".into()], ..clean.clone() };
+    let d = g.when("2026-03-02T20:01:00Z", "doc2", att("doc2", Some(invalid))).await;
+    assert_eq!(d.path, DecisionPath::HeroFallback);
+    assert_eq!(summary(&d), [("create_hero_task".into(), None, None, Some(true))]);
+
+    // A reader that would say otherwise is not asked when the fields came with the event...
+    let exceptions = DocumentFields { exceptions_noted: Some(true), ..clean.clone() };
+    g.llm.reader = Some(exceptions);
+    let d = g.when("2026-03-02T20:02:00Z", "doc3", att("doc3", Some(clean))).await;
+    assert_eq!(kinds(&d), ["tms_note"]);
+    // ...and is, when they did not.
+    let d = g.when("2026-03-02T20:03:00Z", "doc4", att("doc4", None)).await;
+    assert_eq!(kinds(&d), ["tms_note", "create_hero_task"]);
+    assert!(d.rationale.contains("document read"), "{}", d.rationale);
+}
+
 fn outcome(key: &str, kind: ActionKind, status: OutcomeStatus, hero_channel: bool) -> EventKind {
     EventKind::ActionOutcome {
         idempotency_key: key.into(),

@@ -13,6 +13,9 @@ use load_agent_triage::{TriageInput, TriageModel};
 #[derive(Default)]
 pub struct TestLlm {
     pub plan: Option<Plan>,
+    /// The document reader: `None` is unavailable (the `local` provider); `Some(fields)` is what
+    /// it reads from any document.
+    pub reader: Option<DocumentFields>,
 }
 
 #[async_trait]
@@ -41,7 +44,8 @@ impl LlmClient for TestLlm {
         Err(LlmError::unavailable(LlmMethod::Draft, "not configured"))
     }
     async fn extract_document(&self, req: &DocumentRequest) -> LlmResult<DocumentFields> {
-        match &req.extracted {
+        let _ = req;
+        match &self.reader {
             Some(d) => Ok(LlmOutput { value: d.clone(), usage: LlmUsage::default() }),
             None => Err(LlmError::unavailable(LlmMethod::ExtractDocument, "not configured")),
         }
