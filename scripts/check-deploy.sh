@@ -2,7 +2,8 @@
 # Checks the deployment files statically (there is no Docker engine or cluster in CI):
 # the Kubernetes manifests against the Kubernetes JSON schemas (kubernetes-validate, strict),
 # docker-compose.kafka.yml against the Compose specification (compose-spec), and the Dockerfile
-# for the instructions it must have.
+# for the instructions it must have, the Prometheus alert rules (promtool check and unit tests)
+# and the Grafana dashboard (JSON, every panel's query parses).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/tools/deploy-check
@@ -35,3 +36,25 @@ for needle in "^FROM rust:1.95" "cargo build --release --locked -p load-agent --
   grep -qE "$needle" Dockerfile || { echo "Dockerfile: expected a line matching '$needle'" >&2; exit 1; }
 done
 echo "  ok"
+echo "prometheus alert rules:"
+if ! command -v promtool >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+promtool check rules deploy/prometheus/alerts.yml
+(cd deploy/prometheus && promtool test rules alerts.test.yml)
+echo "grafana dashboard:"
+rules=$(mktemp --suffix .yml)
+"$venv/bin/python" - "$rules" <<'PY'
+import json, sys, yaml
+dash = json.load(open("deploy/grafana/load-agent.json"))
+rules = []
+for panel in dash["panels"]:
+    targets = panel.get("targets") or sys.exit(f"panel {panel.get('title')!r} has no query")
+    for t in targets:
+        rules.append({"record": f"dashboard:panel{panel['id']}:{t['refId']}", "expr": t["expr"]})
+yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, open(sys.argv[1], "w"))
+print(f"  {len(dash['panels'])} panels, {len(rules)} queries")
+PY
+promtool check rules "$rules" >/dev/null && rm -f "$rules" && echo "  ok (every query parses)"

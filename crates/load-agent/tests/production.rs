@@ -138,6 +138,21 @@ async fn serve_in_production_mode_decides_from_kafka_and_publishes_actions() {
         assert!(metrics.contains(name), "/metrics lacks {name}");
     }
     assert!(metrics.contains("load_agent_decisions_total{path=\"sop\"}"), "decisions by path");
+    // Every metric the alert rules and the dashboard of deploy/ query is one the service exports.
+    let exported: std::collections::BTreeSet<&str> =
+        metrics.lines().filter(|l| !l.starts_with('#')).filter_map(|l| l.split(['{', ' ']).next()).collect();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for file in ["deploy/prometheus/alerts.yml", "deploy/grafana/load-agent.json"] {
+        let text = std::fs::read_to_string(root.join(file)).expect("the deploy file is committed");
+        let named = metric_names(&text);
+        assert!(named.len() >= 5, "{file} names {named:?}");
+        for name in named {
+            assert!(
+                exported.contains(name.as_str()),
+                "{file} queries {name}, which /metrics does not export"
+            );
+        }
+    }
 
     // SIGTERM: it stops within the grace period.
     let pid = service.child.id().to_string();
@@ -200,4 +215,17 @@ fn topics_ensure_creates_the_missing_topics_and_leaves_existing_ones() {
         .expect("run load-agent topics ensure");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("kafka.brokers"));
+}
+
+/// The `load_agent_*` metric names a PromQL text mentions.
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("load_agent_") {
+        let tail = &rest[at..];
+        let end = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
+        names.insert(tail[..end].to_owned());
+        rest = &tail[end..];
+    }
+    names
 }

@@ -115,7 +115,7 @@ impl TimerPump {
                     for timer in &published {
                         let late = (now - timer.fire_at).num_milliseconds().max(0) as f64 / 1000.0;
                         metrics::counter!("load_agent_timers_fired_total").increment(1);
-                        metrics::histogram!("load_agent_timer_lag_seconds").record(late);
+                        metrics::histogram!("load_agent_timer_fire_delay_seconds").record(late);
                         info!(load_id = %timer.load_id, timer_id = %timer.timer_id, late_s = late, "timer fired");
                     }
                     !published.is_empty()
