@@ -6,7 +6,7 @@
 //!
 //! Needs `KAFKA_BROKERS` and `DATABASE_URL`: run `./scripts/test.sh`, which starts both. The
 //! tests run one at a time (each starts `serve` twice on a 2-core machine).
-#![cfg(feature = "kafka")]
+#![cfg(all(feature = "kafka", feature = "crash-points"))]
 
 mod common;
 

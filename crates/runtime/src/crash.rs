@@ -3,8 +3,9 @@
 //! no claim release, the same as `kill -9` at that instruction.
 //!
 //! `LOAD_AGENT_CRASH_AT=<point>` aborts at the first pass through `<point>`;
-//! `LOAD_AGENT_CRASH_AT=<point>:<n>` at the n-th. Unset (production), a pass costs one load of
-//! a `OnceLock`. The points:
+//! `LOAD_AGENT_CRASH_AT=<point>:<n>` at the n-th. They are compiled only with the
+//! `crash-points` feature (the test suite turns it on, `load-agent/crash-points`); a release
+//! build leaves them out and `crash_point` is an empty inline function. The points:
 //!
 //! | point                  | where                                                              |
 //! |------------------------|--------------------------------------------------------------------|
@@ -12,7 +13,9 @@
 //! | `relay.after_send`     | the relay: the destination accepted the action, the row not marked |
 //! | `pump.after_publish`   | the timer pump: `timer_fired` published, the timer not marked      |
 
+#[cfg(feature = "crash-points")]
 use std::sync::OnceLock;
+#[cfg(feature = "crash-points")]
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The environment variable that arms a crash point.
@@ -21,12 +24,14 @@ pub const CRASH_AT_ENV: &str = "LOAD_AGENT_CRASH_AT";
 /// Every crash point the code passes through.
 pub const CRASH_POINTS: [&str; 3] = ["worker.after_append", "relay.after_send", "pump.after_publish"];
 
+#[cfg(feature = "crash-points")]
 struct Armed {
     point: String,
     at_pass: u64,
     passes: AtomicU64,
 }
 
+#[cfg(feature = "crash-points")]
 fn armed() -> Option<&'static Armed> {
     static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
     ARMED
@@ -39,6 +44,7 @@ fn armed() -> Option<&'static Armed> {
 }
 
 /// `point` or `point:n` (n ≥ 1); anything else arms nothing (and says so on stderr).
+#[cfg(feature = "crash-points")]
 fn parse(spec: &str) -> Option<(String, u64)> {
     let (point, n) = match spec.split_once(':') {
         Some((p, n)) => (p, n.parse::<u64>().ok().filter(|n| *n >= 1)),
@@ -56,6 +62,7 @@ fn parse(spec: &str) -> Option<(String, u64)> {
 }
 
 /// Aborts the process if `point` is armed and this is the pass it is armed for.
+#[cfg(feature = "crash-points")]
 pub fn crash_point(point: &'static str) {
     let Some(armed) = armed() else { return };
     if armed.point != point {
@@ -68,7 +75,12 @@ pub fn crash_point(point: &'static str) {
     }
 }
 
-#[cfg(test)]
+/// Without the `crash-points` feature a crash point is nothing at all.
+#[cfg(not(feature = "crash-points"))]
+#[inline(always)]
+pub fn crash_point(_point: &'static str) {}
+
+#[cfg(all(test, feature = "crash-points"))]
 mod tests {
     use super::*;
 
