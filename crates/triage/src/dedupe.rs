@@ -1,4 +1,5 @@
-//! Near-duplicates between the training files and the frozen test set.
+//! Near-duplicates between the training files and the held-out sets: the frozen test set
+//! (`test/`) and the check set by other writers (`check/`).
 //!
 //! A test message that also sits in training, or one that differs from a training message by
 //! a typo or a name, measures memory, not generalization. Two messages are near-duplicates when
@@ -22,9 +23,24 @@ pub const NEAR_DUPLICATE_JACCARD: f64 = 0.6;
 /// The folder of a corpus holding the frozen test set.
 pub const TEST_DIR: &str = "test";
 
+/// The folder of a corpus holding the check sets: written by writers who wrote nothing else,
+/// never trained on, measured before and after a change, like the frozen set.
+pub const CHECK_DIR: &str = "check";
+
 /// The files of the frozen test set of a corpus folder: `corpus_dir/test/*.jsonl`, in name order.
 pub fn test_files(corpus_dir: &Path) -> Result<Vec<PathBuf>, CorpusError> {
     jsonl_files(&corpus_dir.join(TEST_DIR))
+}
+
+/// Every held-out file: the frozen test set, then the check sets (`check/*.jsonl`; the folder
+/// may be absent).
+pub fn held_out_files(corpus_dir: &Path) -> Result<Vec<PathBuf>, CorpusError> {
+    let mut files = test_files(corpus_dir)?;
+    let check = corpus_dir.join(CHECK_DIR);
+    if check.is_dir() {
+        files.extend(jsonl_files(&check)?);
+    }
+    Ok(files)
 }
 
 /// The text two messages are compared on: normalized, letters and digits only, single spaces;
@@ -130,11 +146,11 @@ impl DedupeReport {
 }
 
 /// What `load-agent triage dedupe` runs: removes from every training file of `corpus_dir` the
-/// lines that are near-duplicates of a frozen test line (the test set is never changed).
-/// With `dry_run` nothing is written.
+/// lines that are near-duplicates of a held-out line (frozen test or check set; those are never
+/// changed). With `dry_run` nothing is written.
 pub fn dedupe_command(corpus_dir: &Path, dry_run: bool) -> Result<DedupeReport, TrainError> {
     let mut test = Vec::new();
-    for file in test_files(corpus_dir)? {
+    for file in held_out_files(corpus_dir)? {
         test.extend(read_corpus(&file)?);
     }
     let mut report = DedupeReport { test_messages: test.len(), training_messages: 0, removed: Vec::new() };

@@ -52,8 +52,8 @@ pub use corpus::{
     CorpusError, LabeledMessage, LineOrigin, LineProblem, jsonl_files, parse_corpus, read_corpus,
 };
 pub use dedupe::{
-    DedupeReport, NEAR_DUPLICATE_JACCARD, NearDuplicate, TEST_DIR, dedupe_command, near_duplicate_key,
-    near_duplicates, test_files,
+    CHECK_DIR, DedupeReport, NEAR_DUPLICATE_JACCARD, NearDuplicate, TEST_DIR, dedupe_command, held_out_files,
+    near_duplicate_key, near_duplicates, test_files,
 };
 pub use eval::{
     EvalReport, IntentStats, LangStats, Misclassified, PolicyReport, RiskPoint, eval_command, evaluate,

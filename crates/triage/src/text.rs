@@ -41,14 +41,7 @@ pub(crate) fn normalize(text: &str) -> String {
 
 /// `text` cut to at most `max` bytes without splitting a character.
 pub(crate) fn truncate_on_char_boundary(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(max)]
 }
 
 fn fold(c: char) -> char {
