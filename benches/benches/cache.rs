@@ -1,4 +1,4 @@
-//! The moka snapshot cache (`load_agent_kafka::SnapshotCache`, built without the `broker`
+//! The moka snapshot cache (`load_agent_runtime::SnapshotCache`, built without the `broker`
 //! feature, so without librdkafka), over an in-memory event store so that only the cache and
 //! the fold are measured, not a database. `Throughput::Elements(1)` per lookup.
 //!
@@ -25,7 +25,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use load_agent_agent::Agent;
 use load_agent_benches::{BenchLlm, LOAD, varied_log};
 use load_agent_domain::LogEntry;
-use load_agent_kafka::{CacheConfig, SnapshotCache};
+use load_agent_runtime::{CacheConfig, SnapshotCache};
 use load_agent_runtime::{LogProjection, SnapshotSource};
 use load_agent_store::{AppendError, AppendRequest, EventStore, NewOutboxRow, StoreError};
 

@@ -15,12 +15,11 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use chrono::{DateTime, TimeDelta};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use load_agent_benches::{agent_append, base_time, bench_database_url, prepare_rows};
 use load_agent_domain::*;
-use load_agent_store::{AppendRequest, NewOutboxRow, PgStore, SqliteStore, StoreOptions, Stores};
-
-const DEFAULT_BENCH_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/bench";
+use load_agent_store::{AppendRequest, PgStore, SqliteStore, StoreOptions, Stores};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -28,10 +27,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("a tokio runtime")
-}
-
-fn base_time() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 3, 2, 13, 0, 0).single().expect("a valid time")
 }
 
 /// The backends under test; the Postgres schema is dropped by [`Backends::close`].
@@ -46,9 +41,7 @@ impl Backends {
     async fn open() -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let sqlite = SqliteStore::open(dir.path().join("bench.db")).await.expect("open SQLite").into_stores();
-        let url = std::env::var("BENCH_DATABASE_URL")
-            .or_else(|_| std::env::var("DATABASE_URL"))
-            .unwrap_or_else(|_| DEFAULT_BENCH_DATABASE_URL.to_owned());
+        let url = bench_database_url();
         let schema = format!("bench_store_{}", uuid::Uuid::new_v4().simple());
         let options = StoreOptions { max_connections: 24, ..StoreOptions::default() };
         let pg_store = PgStore::connect_in_schema_with(&url, &schema, &options).await.unwrap_or_else(|e| {
@@ -125,95 +118,6 @@ fn registered(load: &str) -> LogEntry {
             },
         },
     })
-}
-
-/// One append of the agent's shape: an inbound SMS (about 300 bytes of text), its decision
-/// (taking a step of an ask: an SMS and a timer, about 700 bytes encoded) and the decision's
-/// two outbox rows. `n` numbers the append within its load; the log is at `version` before it.
-fn agent_append(load: &str, n: u64, version: u64) -> (Vec<LogEntry>, Vec<NewOutboxRow>) {
-    let at = base_time() + TimeDelta::seconds(i64::try_from(n).unwrap_or(0) * 60 + 60);
-    let event_id = format!("sms_{n}");
-    let inbound = LogEntry::Event(InboundEvent {
-        event_id: event_id.clone(),
-        load_id: load.into(),
-        occurred_at: at,
-        kind: EventKind::Sms {
-            from: "drv".into(),
-            text: format!(
-                "{n}: {}",
-                "running about twenty minutes late, traffic on I-80 near the Joliet exit; ".repeat(4)
-            ),
-        },
-    });
-    let ask_id = ask_id_for(&event_id, ask_types::ETA_REQUEST);
-    let step = AskStepRef { ask_id: ask_id.clone(), ask_type: ask_types::ETA_REQUEST.into(), attempt: 1 };
-    let tid = timer_id(load, &ask_id, 1);
-    let fire_at = at + TimeDelta::minutes(30);
-    let mut keys = ActionKeys::new(load, &event_id);
-    keys.step(
-        step.clone(),
-        ActionBody::SendSms {
-            to: "drv".into(),
-            body: "Hi Luis, what is your ETA to Acme DC? Reply with a time.".into(),
-        },
-    );
-    keys.step(
-        step,
-        ActionBody::SetTimer { timer_id: tid.clone(), ask_id: ask_id.clone(), attempt: 1, fire_at },
-    );
-    let sop = SopRef { id: "client_a".into(), version: 1 };
-    let decision = DecisionRecord {
-        decision_id: decision_id_for(&event_id),
-        load_id: load.into(),
-        trigger_event_id: event_id.clone(),
-        trigger_kind: "sms".into(),
-        decided_at: at + TimeDelta::seconds(1),
-        sop: Some(sop.clone()),
-        path: DecisionPath::Triage,
-        transitions: vec![
-            AskTransition::AskOpened {
-                ask_id: ask_id.clone(),
-                ask_type: ask_types::ETA_REQUEST.into(),
-                target_contact: "drv".into(),
-                sop,
-                opened_at: at,
-                max_attempts: 2,
-                stop_sequence: Some(1),
-            },
-            AskTransition::AskStepTaken {
-                ask_id,
-                step: 1,
-                step_kind: StepKind::Attempt,
-                timer: Some(TimerRef { timer_id: tid, fire_at }),
-            },
-        ],
-        contact_updates: vec![],
-        actions: keys.into_actions(),
-        rationale:
-            "The driver reports a delay without an ETA; client_a's SOP asks for one and waits 30 minutes."
-                .into(),
-        intent: Some(IntentRecord { intent: "delay_report".into(), probability: 0.91 }),
-        llm_usage: vec![LlmUsage {
-            method: "triage".into(),
-            model_id: "typesafe-decision-1".into(),
-            input_tokens: 640,
-            output_tokens: 12,
-            cost_usd: 0.0004,
-            latency_ms: 38,
-        }],
-    };
-    let new_version = version + 2;
-    let rows = decision
-        .effective_actions()
-        .map(|a| NewOutboxRow {
-            id: a.key.clone(),
-            load_id: load.into(),
-            destination: a.body.destination().expect("an effective action has a destination"),
-            action: a.clone(),
-            load_version: new_version,
-        })
-        .collect();
-    (vec![inbound, LogEntry::Decision(decision)], rows)
 }
 
 /// Appends on `concurrency` loads at once, each load by its own task, `iters` appends per load;
@@ -359,31 +263,9 @@ fn read_project(c: &mut Criterion) {
     rt.block_on(backends.close());
 }
 
-/// Commits `rows` due outbox rows (two per load, on two destinations, so every row is the head
-/// of its queue) with batched appends; untimed preparation.
-async fn prepare_rows(stores: &Stores, rows: u64) {
-    let run = uuid::Uuid::new_v4().simple().to_string();
-    let loads = rows.div_ceil(2);
-    let requests: Vec<AppendRequest> = (0..loads)
-        .map(|i| {
-            let load = format!("claim-{run}-{i}");
-            let (entries, mut outbox) = agent_append(&load, 0, 0);
-            if i == loads - 1 && rows % 2 == 1 {
-                outbox.truncate(1);
-            }
-            AppendRequest { load_id: load, entries, expected_version: 0, outbox }
-        })
-        .collect();
-    for chunk in requests.chunks(50) {
-        for result in stores.events.append_batch(chunk.to_vec()).await {
-            result.expect("prepare outbox rows");
-        }
-    }
-}
-
 /// Claims batches of 64 and marks every row dispatched, concurrently or one at a time.
 async fn claim_and_mark(stores: &Stores, iters: u64, concurrent_marks: bool) -> Duration {
-    prepare_rows(stores, iters).await;
+    prepare_rows(stores, iters, "claim").await;
     let now = base_time() + TimeDelta::days(1);
     let outbox = stores.outbox.clone();
     let start = Instant::now();
@@ -411,7 +293,7 @@ async fn claim_and_mark(stores: &Stores, iters: u64, concurrent_marks: bool) -> 
 /// Claims batches of 64 (timed), then marks every claimed row dispatched (untimed), so that
 /// claimed rows do not pile up under their leases between samples.
 async fn claim_only(stores: &Stores, iters: u64) -> Duration {
-    prepare_rows(stores, iters).await;
+    prepare_rows(stores, iters, "claim").await;
     let now = base_time() + TimeDelta::days(1);
     let outbox = stores.outbox.clone();
     let mut claimed = Vec::new();

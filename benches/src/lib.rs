@@ -1,6 +1,7 @@
 //! Criterion benchmarks for the workspace crates live in `benches/`; this library holds the
 //! fixtures they share: load 481207 of ADR 0001, events, logs built by processing events the way
-//! the worker does (no store), and [`BenchLlm`], the LLM the decision benches run on.
+//! the worker does (no store), [`BenchLlm`], the LLM the decision benches run on, and
+//! [`agent_append`], an append of the agent's shape for the store and relay benches.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
@@ -256,4 +257,130 @@ pub fn varied_log(agent: &Agent, llm: &dyn LlmClient, entries: usize) -> Log {
     }
     events.truncate(wanted + 1);
     build(agent, llm, events)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Store and relay benches: appends of the agent's shape.
+
+/// The time the store and relay benches start from: 2026-03-02 13:00 UTC.
+pub fn base_time() -> DateTime<Utc> {
+    use chrono::TimeZone;
+    Utc.with_ymd_and_hms(2026, 3, 2, 13, 0, 0).single().expect("a valid time")
+}
+
+/// One append of the agent's shape: an inbound SMS (about 300 bytes of text), its decision
+/// (taking a step of an ask: an SMS and a timer, about 700 bytes encoded) and the decision's
+/// two outbox rows. `n` numbers the append within its load; the log is at `version` before it.
+pub fn agent_append(
+    load: &str,
+    n: u64,
+    version: u64,
+) -> (Vec<LogEntry>, Vec<load_agent_store::NewOutboxRow>) {
+    use chrono::TimeDelta;
+    use load_agent_domain::*;
+    let at = base_time() + TimeDelta::seconds(i64::try_from(n).unwrap_or(0) * 60 + 60);
+    let event_id = format!("sms_{n}");
+    let inbound = LogEntry::Event(InboundEvent {
+        event_id: event_id.clone(),
+        load_id: load.into(),
+        occurred_at: at,
+        kind: EventKind::Sms {
+            from: "drv".into(),
+            text: format!(
+                "{n}: {}",
+                "running about twenty minutes late, traffic on I-80 near the Joliet exit; ".repeat(4)
+            ),
+        },
+    });
+    let ask_id = ask_id_for(&event_id, ask_types::ETA_REQUEST);
+    let step = AskStepRef { ask_id: ask_id.clone(), ask_type: ask_types::ETA_REQUEST.into(), attempt: 1 };
+    let tid = timer_id(load, &ask_id, 1);
+    let fire_at = at + TimeDelta::minutes(30);
+    let mut keys = ActionKeys::new(load, &event_id);
+    keys.step(
+        step.clone(),
+        ActionBody::SendSms {
+            to: "drv".into(),
+            body: "Hi Luis, what is your ETA to Acme DC? Reply with a time.".into(),
+        },
+    );
+    keys.step(
+        step,
+        ActionBody::SetTimer { timer_id: tid.clone(), ask_id: ask_id.clone(), attempt: 1, fire_at },
+    );
+    let sop = SopRef { id: "client_a".into(), version: 1 };
+    let decision = DecisionRecord {
+        decision_id: decision_id_for(&event_id),
+        load_id: load.into(),
+        trigger_event_id: event_id.clone(),
+        trigger_kind: "sms".into(),
+        decided_at: at + TimeDelta::seconds(1),
+        sop: Some(sop.clone()),
+        path: DecisionPath::Triage,
+        transitions: vec![
+            AskTransition::AskOpened {
+                ask_id: ask_id.clone(),
+                ask_type: ask_types::ETA_REQUEST.into(),
+                target_contact: "drv".into(),
+                sop,
+                opened_at: at,
+                max_attempts: 2,
+                stop_sequence: Some(1),
+            },
+            AskTransition::AskStepTaken {
+                ask_id,
+                step: 1,
+                step_kind: StepKind::Attempt,
+                timer: Some(TimerRef { timer_id: tid, fire_at }),
+            },
+        ],
+        contact_updates: vec![],
+        actions: keys.into_actions(),
+        rationale:
+            "The driver reports a delay without an ETA; client_a's SOP asks for one and waits 30 minutes."
+                .into(),
+        intent: Some(IntentRecord { intent: "delay_report".into(), probability: 0.91 }),
+        llm_usage: vec![LlmUsage {
+            method: "triage".into(),
+            model_id: "typesafe-decision-1".into(),
+            input_tokens: 640,
+            output_tokens: 12,
+            cost_usd: 0.0004,
+            latency_ms: 38,
+        }],
+    };
+    let rows = load_agent_runtime::outbox_rows(&decision, version + 2);
+    (vec![inbound, LogEntry::Decision(decision)], rows)
+}
+
+/// Where the Postgres benches run: `BENCH_DATABASE_URL`, else `DATABASE_URL`, else
+/// `postgres://postgres@127.0.0.1:5432/bench`.
+pub fn bench_database_url() -> String {
+    std::env::var("BENCH_DATABASE_URL")
+        .or_else(|_| std::env::var("DATABASE_URL"))
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/bench".to_owned())
+}
+
+/// Commits `rows` due outbox rows (an [`agent_append`] per load: a `send_sms` and a `set_timer`,
+/// both heads of their queues) with batched appends, on loads named `{prefix}-{run}-{i}`;
+/// untimed preparation.
+pub async fn prepare_rows(stores: &load_agent_store::Stores, rows: u64, prefix: &str) {
+    use load_agent_store::AppendRequest;
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let loads = rows.div_ceil(2);
+    let requests: Vec<AppendRequest> = (0..loads)
+        .map(|i| {
+            let load = format!("{prefix}-{run}-{i}");
+            let (entries, mut outbox) = agent_append(&load, 0, 0);
+            if i == loads - 1 && rows % 2 == 1 {
+                outbox.truncate(1);
+            }
+            AppendRequest { load_id: load, entries, expected_version: 0, outbox }
+        })
+        .collect();
+    for chunk in requests.chunks(50) {
+        for result in stores.events.append_batch(chunk.to_vec()).await {
+            result.expect("prepare outbox rows");
+        }
+    }
 }

@@ -1091,9 +1091,10 @@ fn on_outcome(
     hero_channel: bool,
     reason: &Option<String>,
 ) {
-    if status == OutcomeStatus::Delivered {
+    if matches!(status, OutcomeStatus::Published | OutcomeStatus::Delivered) {
+        // The SOP does not wait for either: a step waits for its timer, not a confirmation.
         d.filtered();
-        d.rationale(format!("delivered: {key}"));
+        d.rationale(format!("{}: {key}", status.as_str()));
         return;
     }
     let internal = matches!(kind, ActionKind::SetTimer | ActionKind::CancelTimer | ActionKind::UpdateStage);

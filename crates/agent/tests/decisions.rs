@@ -481,12 +481,22 @@ async fn action_outcomes_follow_behavior_section_7() {
     let key = format!("481207/{ASK}/1/send_sms");
     let d = g
         .when(
+            "2026-03-02T13:00:30Z",
+            "o0",
+            outcome(&key, ActionKind::SendSms, OutcomeStatus::Published, false),
+        )
+        .await;
+    assert!(d.is_noop() && d.path == DecisionPath::Filtered, "published: the SOP waits for its timer");
+    assert!(d.rationale.starts_with("published:"), "{}", d.rationale);
+    let d = g
+        .when(
             "2026-03-02T13:01:00Z",
             "o1",
             outcome(&key, ActionKind::SendSms, OutcomeStatus::Delivered, false),
         )
         .await;
     assert!(d.is_noop() && d.path == DecisionPath::Filtered);
+    assert!(d.rationale.starts_with("delivered:"), "{}", d.rationale);
     let d = g
         .when(
             "2026-03-02T13:02:00Z",

@@ -87,7 +87,7 @@ pub(crate) const THREADS: &str = "main|new";
 pub(crate) const CHANNELS: &str = "sms|email|slack";
 pub(crate) const DOCUMENT_TYPES: &str = "bol|pod|lumper_receipt|other";
 pub(crate) const STOP_STATUSES: &str = "arrived|departed|delivered";
-pub(crate) const OUTCOME_STATUSES: &str = "delivered|failed_permanent|failed";
+pub(crate) const OUTCOME_STATUSES: &str = "published|delivered|failed_permanent|failed";
 pub(crate) const ACTION_KINDS: &str =
     "send_sms|send_email|post_slack|tms_note|set_timer|cancel_timer|create_hero_task|update_stage|noop";
 pub(crate) const DESTINATIONS: &str = "sms|email|slack|tms|hero|load_status|timer|none";

@@ -1,8 +1,6 @@
 //! `InboundEvent` on topic `load-agent.events`: Confluent-framed Avro.
 //!
-//! JSON form (HTTP): the JSON of an inbound event is `serde_json` of the domain
-//! [`InboundEvent`] as it is (the domain types carry the serde attributes: the kind is a `type`
-//! tag next to `event_id`, `load_id` and `occurred_at`); nothing here converts it.
+//! JSON form (HTTP): [`crate::json`], a wire type of its own with the same field names.
 
 use apache_avro::Schema;
 use load_agent_domain::InboundEvent;

@@ -6,8 +6,10 @@
 //! - [`confluent`]: the Confluent wire framing (magic byte 0, 4-byte big-endian schema id, body).
 //! - [`wire`]: wire structs, an exact mirror of the Avro records, separate from the domain types.
 //!   Conversions: `From<&domain>` to write, `TryFrom<wire>` to read, naming the bad field.
-//! - [`inbound`]: `InboundEvent` on `load-agent.events` (framed). Its JSON form for HTTP is the
-//!   serde JSON of the domain `InboundEvent`, nothing more.
+//! - [`inbound`]: `InboundEvent` on `load-agent.events` (framed).
+//! - [`json`]: the JSON form of `InboundEvent`, the versioned request body of `POST /events`
+//!   ([`json::InboundEventV1`], with the API's response bodies, their OpenAPI schemas and the
+//!   documented examples); errors name the field at fault by its JSON path.
 //! - [`action_command`]: `ActionCommand` on `load-agent.actions.<service>` (framed), with the
 //!   resolved addresses of the contact ([`Addresses`]).
 //! - [`log_entry`]: stored log entries (unframed body plus writer schema id), every version
@@ -35,6 +37,7 @@ pub mod action_command;
 pub mod confluent;
 pub mod error;
 pub mod inbound;
+pub mod json;
 pub mod log_entry;
 pub mod registry;
 #[cfg(feature = "registry-client")]

@@ -26,9 +26,18 @@ pub fn timer_fired_event_id(timer_id: &str) -> String {
 }
 
 /// Status of a delivery attempt as reported in an `action_outcome` event.
+///
+/// `published` and `delivered` say different things: the relay reports `published` when the
+/// broker acknowledged the action's record on its service's topic (the command reached the SMS
+/// service, not the driver); only a delivery service reports `delivered`, its own confirmation.
+/// In the embedded mode the relay calls the (fake) services themselves, so their receipt is a
+/// `delivered`. Log entries written before `published` existed say `delivered` for both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeStatus {
+    /// The broker acknowledged the action's record on its service's topic (the relay).
+    Published,
+    /// The delivery service confirmed it (the SMS reached the phone, the task was created).
     Delivered,
     FailedPermanent,
 }
@@ -36,6 +45,7 @@ pub enum OutcomeStatus {
 impl OutcomeStatus {
     pub fn as_str(self) -> &'static str {
         match self {
+            OutcomeStatus::Published => "published",
             OutcomeStatus::Delivered => "delivered",
             OutcomeStatus::FailedPermanent => "failed_permanent",
         }
@@ -43,6 +53,7 @@ impl OutcomeStatus {
 
     pub fn parse(s: &str) -> Option<Self> {
         match s {
+            "published" => Some(OutcomeStatus::Published),
             "delivered" => Some(OutcomeStatus::Delivered),
             "failed_permanent" | "failed" => Some(OutcomeStatus::FailedPermanent),
             _ => None,
@@ -131,7 +142,7 @@ mod tests {
 
     #[test]
     fn outcome_status_round_trips() {
-        for s in [OutcomeStatus::Delivered, OutcomeStatus::FailedPermanent] {
+        for s in [OutcomeStatus::Published, OutcomeStatus::Delivered, OutcomeStatus::FailedPermanent] {
             assert_eq!(OutcomeStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(OutcomeStatus::parse("bogus"), None);

@@ -172,6 +172,9 @@ impl KafkaConfig {
             .set("acks", "all")
             .set("partitioner", "murmur2_random")
             .set("linger.ms", "5")
+            // Derived from the service's own record limit (dlq.rs): a dead letter of a record
+            // at that limit is never refused by librdkafka itself (its default is 1,000,000).
+            .set("message.max.bytes", crate::dlq::PRODUCER_MAX_BYTES.to_string())
             .set("message.timeout.ms", self.send_timeout.as_millis().to_string());
         self.with_overrides(c)
     }

@@ -34,6 +34,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use load_agent_runtime::Shutdown;
+use load_agent_runtime::stages::{self, Stage};
+use load_agent_store::DeadLetterStore;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::error::{KafkaError, KafkaResult};
@@ -42,9 +44,10 @@ use tokio::sync::{Notify, Semaphore};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::config::KafkaConfig;
+use crate::dlq::{KAFKA_DEFAULT_MAX_MESSAGE_BYTES, PRODUCER_MAX_BYTES, REDUCED_MAX_BYTES};
 use crate::partition::PartitionWork;
 use crate::process::{RecordOutcome, RecordProcessor};
-use crate::produce::DlqProducer;
+use crate::produce::{DlqProducer, DlqWritten};
 use crate::record::InboundRecord;
 
 /// Bounds and timings of the consumer.
@@ -85,6 +88,9 @@ impl ConsumerConfig {
 pub enum ConsumerError {
     #[error("kafka: {0}")]
     Kafka(#[from] KafkaError),
+    /// A topic's settings cannot work with the service's (named in the message).
+    #[error("kafka: {0}")]
+    Topic(String),
 }
 
 /// What a consumer did until it stopped.
@@ -137,7 +143,7 @@ type Tp = (String, i32);
 
 struct Assigned {
     generation: u64,
-    work: PartitionWork<InboundRecord>,
+    work: PartitionWork<Admitted>,
     paused: bool,
 }
 
@@ -213,7 +219,7 @@ impl Shared {
 
     /// A run of `key` ended: `done` when its record is finished, false when it was given up.
     /// Stores the offset if it moved and returns the load's next record to run.
-    fn end_run(&self, tp: &Tp, generation: u64, key: &str, offset: i64, done: bool) -> Option<InboundRecord> {
+    fn end_run(&self, tp: &Tp, generation: u64, key: &str, offset: i64, done: bool) -> Option<Admitted> {
         let mut resume = false;
         let next = {
             let mut st = self.lock();
@@ -428,15 +434,48 @@ impl ConsumerContext for PartitionContext {
     }
 }
 
+/// The DLQ topic's `max.message.bytes`, checked against what the service writes there.
+async fn dlq_topic_limit(kafka: &KafkaConfig) -> Result<usize, ConsumerError> {
+    let topic = &kafka.dlq_topic;
+    let limit = match crate::admin::topic_max_message_bytes(kafka, topic).await {
+        Ok(Some(limit)) => limit,
+        Ok(None) => KAFKA_DEFAULT_MAX_MESSAGE_BYTES,
+        Err(e) => {
+            warn!(%topic, error = %e, default = KAFKA_DEFAULT_MAX_MESSAGE_BYTES,
+                "cannot read the DLQ topic's max.message.bytes; assuming Kafka's default");
+            KAFKA_DEFAULT_MAX_MESSAGE_BYTES
+        }
+    };
+    if limit < REDUCED_MAX_BYTES {
+        return Err(ConsumerError::Topic(format!(
+            "the DLQ topic {topic} takes records of at most {limit} bytes (its max.message.bytes), \
+             less than the {REDUCED_MAX_BYTES} bytes a reduced dead letter may take; set its \
+             max.message.bytes to {PRODUCER_MAX_BYTES} (the service's record limit plus headers)"
+        )));
+    }
+    if limit < PRODUCER_MAX_BYTES {
+        info!(%topic, max_message_bytes = limit, service_limit = PRODUCER_MAX_BYTES,
+            "dead letters larger than the DLQ topic's max.message.bytes are kept in dead_letters and written reduced; \
+             set the topic's max.message.bytes to the service limit to keep them whole in the DLQ");
+    }
+    Ok(limit)
+}
+
 /// Consumes `kafka.events_topic` in group `kafka.group_id` until `shutdown`, running each record
-/// through `processor` and dead letters to `kafka.dlq_topic`. Then drains the running records
+/// through `processor` and dead letters to `kafka.dlq_topic` (records the DLQ topic cannot hold
+/// whole are kept in `dead_letters` and written reduced). Then drains the running records
 /// (bounded), commits, and leaves the group. Needs a multi-threaded tokio runtime.
+///
+/// At start it reads the DLQ topic's `max.message.bytes` and fails if the topic cannot hold even
+/// a reduced dead letter.
 pub async fn consume(
     kafka: &KafkaConfig,
     config: ConsumerConfig,
     processor: RecordProcessor,
+    dead_letters: Arc<dyn DeadLetterStore>,
     mut shutdown: Shutdown,
 ) -> Result<ConsumeReport, ConsumerError> {
+    let dlq = DlqProducer::new(kafka, dead_letters)?.with_topic_limit(dlq_topic_limit(kafka).await?);
     let shared = Arc::new(Shared {
         state: Mutex::new(State::default()),
         run_ended: Condvar::new(),
@@ -445,7 +484,6 @@ pub async fn consume(
         consumer: OnceLock::new(),
         counters: Counters::default(),
     });
-    let dlq = DlqProducer::new(kafka)?;
     let consumer: Arc<KafkaConsumer> =
         Arc::new(kafka.consumer_config().create_with_context(PartitionContext { shared: shared.clone() })?);
     let _ = shared.consumer.set(Arc::downgrade(&consumer));
@@ -520,6 +558,18 @@ async fn stop(shared: &Arc<Shared>, consumer: &Arc<KafkaConsumer>) {
 }
 
 /// Starts and runs records.
+/// A record received, with when: the `queue` stage runs from then to its run's start.
+struct Admitted {
+    record: InboundRecord,
+    at: Instant,
+}
+
+impl crate::partition::Offsetted for Admitted {
+    fn offset(&self) -> i64 {
+        self.record.offset
+    }
+}
+
 struct Runner {
     shared: Arc<Shared>,
     processor: RecordProcessor,
@@ -532,6 +582,13 @@ impl Runner {
     /// partition when full.
     fn admit(self: &Arc<Self>, record: InboundRecord) {
         self.shared.counters.received.fetch_add(1, Ordering::Relaxed);
+        // `fetch`: from the producer's send (the record's create time) to here.
+        if let Some(sent_ms) = record.timestamp_ms {
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            if let Ok(ms) = u64::try_from(now_ms - sent_ms) {
+                stages::observe(Stage::Fetch, Duration::from_millis(ms));
+            }
+        }
         let tp: Tp = (record.topic.clone(), record.partition);
         let key = record.ordering_key();
         let (start, generation, pause) = {
@@ -540,7 +597,7 @@ impl Runner {
                 st.assign(tp.clone());
             }
             let Some(a) = st.partitions.get_mut(&tp) else { return };
-            let start = a.work.push(&key, record);
+            let start = a.work.push(&key, Admitted { record, at: Instant::now() });
             let buffered = a.work.buffered();
             self.shared.counters.max_buffered.fetch_max(buffered as u64, Ordering::Relaxed);
             let pause = !a.paused && buffered >= self.shared.config.max_buffered_per_partition;
@@ -560,21 +617,22 @@ impl Runner {
     }
 
     /// Runs the records of one load of one partition, one after the other, until none waits.
-    async fn run_load(self: Arc<Self>, tp: Tp, generation: u64, key: String, first: InboundRecord) {
-        let mut record = first;
+    async fn run_load(self: Arc<Self>, tp: Tp, generation: u64, key: String, first: Admitted) {
+        let mut next = first;
         loop {
+            let Admitted { record, at } = next;
             let span =
                 info_span!("record", topic = %tp.0, partition = tp.1, offset = record.offset, key = %key);
-            let done = self.run_record(&tp, generation, &record).instrument(span).await;
+            let done = self.run_record(&tp, generation, &record, at).instrument(span).await;
             match self.shared.end_run(&tp, generation, &key, record.offset, done) {
-                Some(next) => record = next,
+                Some(n) => next = n,
                 None => return,
             }
         }
     }
 
     /// Runs one record until it is finished (true) or its partition is closed (false).
-    async fn run_record(&self, tp: &Tp, generation: u64, record: &InboundRecord) -> bool {
+    async fn run_record(&self, tp: &Tp, generation: u64, record: &InboundRecord, admitted: Instant) -> bool {
         let mut attempt = 0u32;
         loop {
             if !self.shared.is_live(tp, generation) {
@@ -582,6 +640,9 @@ impl Runner {
             }
             let outcome = {
                 let Ok(_permit) = self.permits.acquire().await else { return false };
+                if attempt == 0 {
+                    stages::observe(Stage::Queue, admitted.elapsed());
+                }
                 self.processor.process(record).await
             };
             match outcome {
@@ -591,20 +652,35 @@ impl Runner {
                 }
                 RecordOutcome::AlreadyProcessed => return true,
                 RecordOutcome::DeadLetter(dead) => loop {
-                    match self.dlq.send(record, &dead).await {
-                        Ok(w) => {
+                    match self.dlq.write(record, &dead).await {
+                        Ok(written) => {
                             self.shared.counters.dead_letters.fetch_add(1, Ordering::Relaxed);
-                            info!(
-                                dlq_partition = w.partition,
-                                dlq_offset = w.offset,
-                                code = dead.code,
-                                "record in the DLQ"
-                            );
+                            metrics::counter!("load_agent_dead_letters_total",
+                                "kind" => dead.kind.as_str(), "code" => dead.code, "form" => written.form())
+                            .increment(1);
+                            match &written {
+                                DlqWritten::Whole(w) => {
+                                    info!(
+                                        dlq_partition = w.partition,
+                                        dlq_offset = w.offset,
+                                        code = dead.code,
+                                        "record in the DLQ"
+                                    );
+                                }
+                                DlqWritten::Reduced { written: w, why } => {
+                                    warn!(dlq_partition = w.partition, dlq_offset = w.offset, code = dead.code, %why,
+                                        "record kept in dead_letters, a reduced dead letter in the DLQ");
+                                }
+                                DlqWritten::KeptOnly { error } => {
+                                    error!(code = dead.code, %error,
+                                        "the DLQ topic refused even a reduced dead letter: the record is kept in dead_letters only");
+                                }
+                            }
                             return true;
                         }
                         Err(e) => {
                             attempt += 1;
-                            warn!(error = %e, attempt, "writing to the DLQ failed; retrying");
+                            warn!(error = %e, attempt, "writing the dead letter failed; retrying");
                             if !self.shared.pause_before_retry(tp, generation, attempt).await {
                                 return false;
                             }

@@ -1,4 +1,5 @@
-//! `load-agent dump`: records a topic from Kafka as a dump (feature `broker`).
+//! `load-agent dump`: records a topic from Kafka as a dump (feature `broker`); [`read_topic`],
+//! the reader under it, also serves `load-agent dlq`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -44,6 +45,22 @@ pub async fn dump(
     output: &mut dyn Write,
 ) -> Result<DumpSummary, DumpError> {
     let config = KafkaConfig::new(brokers);
+    read_topic(&config, topic, from_beginning, until_end, &mut |record| {
+        writeln!(output, "{}", DumpRecord::from_record(&record).to_line())?;
+        output.flush()
+    })
+    .await
+}
+
+/// Reads `topic` with `config`'s client settings (security overrides included) and hands each
+/// record to `on_record`, as [`dump`] describes. It commits nothing.
+pub async fn read_topic(
+    config: &KafkaConfig,
+    topic: &str,
+    from_beginning: bool,
+    until_end: bool,
+    on_record: &mut dyn FnMut(InboundRecord) -> std::io::Result<()>,
+) -> Result<DumpSummary, DumpError> {
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let group = format!("load-agent-dump-{}-{nanos}", std::process::id());
@@ -86,11 +103,11 @@ pub async fn dump(
             Ok(Ok(message)) => {
                 let record = InboundRecord::from_message(&message);
                 drop(message);
-                writeln!(output, "{}", DumpRecord::from_record(&record).to_line())?;
-                output.flush()?;
+                let (partition, offset) = (record.partition, record.offset);
+                on_record(record)?;
                 summary.records += 1;
-                if remaining.get(&record.partition).is_some_and(|end| record.offset + 1 >= *end) {
-                    remaining.remove(&record.partition);
+                if remaining.get(&partition).is_some_and(|end| offset + 1 >= *end) {
+                    remaining.remove(&partition);
                 }
             }
             Ok(Err(e)) => tracing::warn!(error = %e, "dump: consumer error"),

@@ -1,4 +1,4 @@
-//! Kafka for load-agent (topics.md): the load workers' consumer, the snapshot cache, the relay's
+//! Kafka for load-agent (topics.md): the load workers' consumer, the relay's
 //! Kafka destinations and event publisher, the per-contact send limit, topic dumps and replay.
 //!
 //! Layout:
@@ -10,12 +10,14 @@
 //! - [`partition`]: [`PartitionWork`], per-partition scheduling and offset bookkeeping as pure
 //!   code: one running record per key, the lowest unfinished offset.
 //! - [`consumer`]: [`consume`], the rdkafka `StreamConsumer` loop, rebalance drain, backpressure.
-//! - [`dlq`]: the dead-letter headers.
+//! - [`dlq`]: the dead-letter headers, the reduced form, the size limits.
+//! - [`dlq_tool`]: `load-agent dlq list | show | redrive` (feature `broker`).
 //! - [`produce`]: the idempotent [`Producer`], [`KafkaDestinations`] (relay → action topics),
 //!   [`KafkaEventPublisher`] (relay and timer pump → inbound topic), [`DlqProducer`].
-//! - [`cache`]: [`SnapshotCache`], moka snapshots behind the runtime's `SnapshotSource`.
 //! - [`limit`]: [`ContactLimitedOutbox`], the per-contact send limit (governor) in front of
 //!   the relay.
+//! - [`floor`]: the broker's own produce → consume latency with the service's settings (the
+//!   load test's floor, feature `broker`).
 //! - [`admin`]: [`ensure_topics`], creating the topics.
 //! - [`registry`]: a Confluent-compatible schema registry: registering our schemas (producer
 //!   ids) and decoding records framed with its ids (feature `broker`).
@@ -34,15 +36,18 @@
 
 #[cfg(feature = "broker")]
 pub mod admin;
-pub mod cache;
 pub mod config;
 #[cfg(feature = "broker")]
 pub mod consumer;
 pub mod dlq;
+#[cfg(feature = "broker")]
+pub mod dlq_tool;
 pub mod dump;
 #[cfg(feature = "broker")]
 pub mod dump_kafka;
 pub mod dump_spec;
+#[cfg(feature = "broker")]
+pub mod floor;
 pub mod limit;
 pub mod partition;
 pub mod process;
@@ -55,21 +60,21 @@ pub mod replay;
 pub mod wiring;
 
 #[cfg(feature = "broker")]
-pub use admin::ensure_topics;
-pub use cache::{CacheConfig, CacheStats, CacheWeigher, SnapshotCache};
+pub use admin::{ensure_topics, topic_max_message_bytes};
 pub use config::{ACTION_DESTINATIONS, DLQ_TOPIC, EVENTS_TOPIC, GROUP_ID, KafkaConfig, SchemaIds};
 #[cfg(feature = "broker")]
 pub use consumer::{ConsumeReport, ConsumerConfig, ConsumerError, consume};
 pub use dump::{DumpRecord, read_dump, write_dump};
 #[cfg(feature = "broker")]
-pub use dump_kafka::{DumpError, DumpSummary, dump};
+pub use dump_kafka::{DumpError, DumpSummary, dump, read_topic};
 pub use dump_spec::generate_dump;
 pub use limit::{ContactLimit, ContactLimitedOutbox, ContactSendLimiter, SendLimits};
 pub use partition::PartitionWork;
 pub use process::{DeadLetter, DeadLetterKind, RecordOutcome, RecordProcessor};
 #[cfg(feature = "broker")]
 pub use produce::{
-    AddressBook, DlqProducer, KafkaDestinations, KafkaEventPublisher, Producer, SnapshotAddressBook, Written,
+    AddressBook, DlqProducer, DlqWritten, KafkaDestinations, KafkaEventPublisher, Producer,
+    SnapshotAddressBook, Written,
 };
 pub use record::InboundRecord;
 #[cfg(feature = "broker")]

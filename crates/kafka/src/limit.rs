@@ -33,7 +33,9 @@ use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
 use load_agent_domain::Destination;
 use load_agent_runtime::Clock;
-use load_agent_store::{ClaimError, ClaimedRow, NextAttempt, Outbox, OutboxRowView, StoreError};
+use load_agent_store::{
+    ClaimError, ClaimedRow, DispatchedMark, NextAttempt, Outbox, OutboxRowView, StaleClaimError, StoreError,
+};
 use tracing::{debug, warn};
 use uuid::Uuid;
 
@@ -257,6 +259,14 @@ impl Outbox for ContactLimitedOutbox {
         now: DateTime<Utc>,
     ) -> Result<(), ClaimError> {
         self.inner.mark_dispatched(id, token, receipt, now).await
+    }
+
+    async fn mark_dispatched_batch(
+        &self,
+        marks: &[DispatchedMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        self.inner.mark_dispatched_batch(marks, now).await
     }
 
     async fn mark_failed(

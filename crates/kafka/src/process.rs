@@ -239,8 +239,7 @@ impl RecordProcessor {
             },
         };
         if let RecordOutcome::DeadLetter(d) = &outcome {
-            metrics::counter!("load_agent_dead_letters_total", "kind" => d.kind.as_str(), "code" => d.code)
-                .increment(1);
+            // `load_agent_dead_letters_total` counts what the consumer wrote, not this verdict.
             warn!(
                 topic = %record.topic,
                 partition = record.partition,

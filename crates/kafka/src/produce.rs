@@ -6,7 +6,9 @@
 //!
 //! Every send waits for the broker's acknowledgement (`acks=all`) before it returns, so a
 //! caller that moves on (marks a row dispatched, stores an offset) only does so for a record
-//! the broker has.
+//! the broker has. Sends are cheap to keep in flight together: the relay sends a whole claimed
+//! batch at once and the producer pipelines the records (idempotent, so order per partition
+//! holds across retries).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,17 +17,20 @@ use async_trait::async_trait;
 use load_agent_avro::Addresses;
 use load_agent_avro::action_command::encode_action_command_with_id;
 use load_agent_avro::inbound::encode_inbound_with_id;
-use load_agent_domain::{Destination, InboundEvent};
+use load_agent_domain::{Destination, InboundEvent, OutcomeStatus};
 use load_agent_runtime::{
     ActionCommand, Delivery, DeliveryError, Destinations, LoadQueue, QueueError, Receipt, SnapshotSource,
 };
+use load_agent_store::{DeadLetterStore, KeptDeadLetter};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tracing::warn;
 
 use crate::config::KafkaConfig;
-use crate::dlq::dead_letter_headers;
+use crate::dlq::{
+    PRODUCER_MAX_BYTES, dead_letter_headers, kept_reference, record_size_estimate, reduced_dead_letter,
+};
 use crate::process::DeadLetter;
 use crate::record::InboundRecord;
 
@@ -71,17 +76,18 @@ impl Producer {
         Ok(Producer { inner: config.producer_config().create()?, timeout: config.send_timeout })
     }
 
-    /// Sends one record and waits until the broker acknowledges it.
-    pub async fn send(
+    /// Sends one record and waits until the broker acknowledges it. Headers are name/value
+    /// pairs, borrowed (`(&str, &[u8])`) or owned (`(String, Vec<u8>)`).
+    pub async fn send<N: AsRef<str>, V: AsRef<[u8]>>(
         &self,
         topic: &str,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
-        headers: &[(&str, &[u8])],
+        headers: &[(N, V)],
     ) -> Result<Written, KafkaError> {
         let mut owned = OwnedHeaders::new_with_capacity(headers.len().max(1));
         for (name, value) in headers {
-            owned = owned.insert(Header { key: name, value: Some(*value) });
+            owned = owned.insert(Header { key: name.as_ref(), value: Some(value.as_ref()) });
         }
         let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic).headers(owned);
         if let Some(k) = key {
@@ -131,7 +137,7 @@ pub trait AddressBook: Send + Sync {
     async fn addresses(&self, load_id: &str, contact_id: &str) -> Result<Addresses, String>;
 }
 
-/// Reads the contact from the load's projected state (a [`crate::SnapshotCache`] keeps that
+/// Reads the contact from the load's projected state (a [`load_agent_runtime::SnapshotCache`] keeps that
 /// cheap).
 pub struct SnapshotAddressBook {
     snapshots: Arc<dyn SnapshotSource>,
@@ -228,6 +234,11 @@ impl Destinations for KafkaDestinations {
             Err(e) => Err(DeliveryError::Permanent(format!("kafka {topic}: {e}"))),
         }
     }
+
+    /// The broker has the command; the delivery service has not said anything yet.
+    fn sent_status(&self) -> OutcomeStatus {
+        OutcomeStatus::Published
+    }
 }
 
 /// Publishes events to the inbound topic (keyed by `load_id`, Avro `InboundEvent`): what the
@@ -292,22 +303,118 @@ impl LoadQueue for KafkaEventPublisher {
 }
 
 /// Writes dead letters to the DLQ topic: the original key and value, the original headers and
-/// the `dlq-*` headers naming the error and the source record.
-#[derive(Debug, Clone)]
+/// the `dlq-*` headers naming the error and the source record; or, when the topic cannot hold
+/// that (too large for its `max.message.bytes`, or refused for good), the whole record kept in
+/// the store's `dead_letters` and a reduced record pointing to it (`crate::dlq`).
+#[derive(Clone)]
 pub struct DlqProducer {
     producer: Producer,
     topic: String,
+    /// The largest record the DLQ topic takes (its `max.message.bytes`, capped by the
+    /// producer's own limit).
+    limit: usize,
+    kept: Arc<dyn DeadLetterStore>,
+}
+
+impl std::fmt::Debug for DlqProducer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DlqProducer")
+            .field("topic", &self.topic)
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a dead letter was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DlqWritten {
+    /// The whole record is in the DLQ topic.
+    Whole(Written),
+    /// The whole record is in `dead_letters`; a reduced record in the DLQ topic points to it.
+    Reduced { written: Written, why: String },
+    /// The DLQ topic refused even the reduced record for good (it is missing, or the service
+    /// may not write to it): the whole record is in `dead_letters` only.
+    KeptOnly { error: String },
+}
+
+impl DlqWritten {
+    /// The `form` label of `load_agent_dead_letters_total`.
+    pub fn form(&self) -> &'static str {
+        match self {
+            DlqWritten::Whole(_) => "whole",
+            DlqWritten::Reduced { .. } => "reduced",
+            DlqWritten::KeptOnly { .. } => "kept_only",
+        }
+    }
 }
 
 impl DlqProducer {
-    pub fn new(config: &KafkaConfig) -> Result<Self, KafkaError> {
-        Ok(DlqProducer { producer: Producer::new(config)?, topic: config.dlq_topic.clone() })
+    /// `kept`: where records the DLQ topic cannot hold are kept whole. The topic's limit is
+    /// assumed to be the producer's own until [`DlqProducer::with_topic_limit`] says otherwise.
+    pub fn new(config: &KafkaConfig, kept: Arc<dyn DeadLetterStore>) -> Result<Self, KafkaError> {
+        Ok(DlqProducer {
+            producer: Producer::new(config)?,
+            topic: config.dlq_topic.clone(),
+            limit: PRODUCER_MAX_BYTES,
+            kept,
+        })
     }
 
-    pub async fn send(&self, record: &InboundRecord, dead: &DeadLetter) -> Result<Written, KafkaError> {
+    /// The DLQ topic's `max.message.bytes` (read at start).
+    pub fn with_topic_limit(mut self, topic_limit: usize) -> Self {
+        self.limit = topic_limit.min(PRODUCER_MAX_BYTES);
+        self
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Writes the dead letter whole if the topic can hold it, else keeps it in `dead_letters`
+    /// and writes the reduced form. `Err`: a failure that may heal (the broker or the store
+    /// unreachable); call again later.
+    pub async fn write(&self, record: &InboundRecord, dead: &DeadLetter) -> Result<DlqWritten, String> {
         let headers = dead_letter_headers(record, dead);
-        let refs: Vec<(&str, &[u8])> = headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
-        self.producer.send(&self.topic, record.key.as_deref(), record.value.as_deref(), &refs).await
+        let size = record_size_estimate(record.key.as_deref(), record.value.as_deref(), &headers);
+        let why = if size > self.limit {
+            format!(
+                "the dead letter takes about {size} bytes, over the {} bytes the DLQ topic {} takes",
+                self.limit, self.topic
+            )
+        } else {
+            match self
+                .producer
+                .send(&self.topic, record.key.as_deref(), record.value.as_deref(), &headers)
+                .await
+            {
+                Ok(w) => return Ok(DlqWritten::Whole(w)),
+                Err(e) if is_retryable(&e) => return Err(format!("kafka {}: {e}", self.topic)),
+                Err(e) => format!("the DLQ topic {} refused the whole record: {e}", self.topic),
+            }
+        };
+        let letter = KeptDeadLetter {
+            source_topic: record.topic.clone(),
+            source_partition: record.partition,
+            source_offset: record.offset,
+            key: record.key.clone(),
+            headers: record.headers.clone(),
+            value: record.value.clone(),
+            error_code: dead.code.to_owned(),
+            error: dead.error.clone(),
+            kept_at: chrono::Utc::now(),
+        };
+        self.kept
+            .keep_dead_letter(&letter)
+            .await
+            .map_err(|e| format!("keeping dead letter {} in dead_letters: {e}", kept_reference(record)))?;
+        let (key, headers) = reduced_dead_letter(record, dead, &why);
+        match self.producer.send(&self.topic, key.as_deref(), None, &headers).await {
+            Ok(written) => Ok(DlqWritten::Reduced { written, why }),
+            Err(e) if is_retryable(&e) => Err(format!("kafka {} (reduced dead letter): {e}", self.topic)),
+            Err(e) => {
+                Ok(DlqWritten::KeptOnly { error: format!("kafka {} (reduced dead letter): {e}", self.topic) })
+            }
+        }
     }
 }
 

@@ -30,12 +30,12 @@ use load_agent_avro::encode_inbound;
 use load_agent_domain::{DecisionRecord, InboundEvent, LogEntry};
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
-    Clock, FakeClock, FakeServices, InProcessQueue, LoadQueue, Relay, SnapshotSource, TimerPump, Worker,
+    CacheConfig, Clock, FakeClock, FakeServices, InProcessQueue, LoadQueue, Relay, SnapshotCache,
+    SnapshotSource, TimerPump, Worker,
 };
 use load_agent_store::{EventStore, Outbox, PgStore, SqliteStore, StoreOptions, Stores, TimerStore};
 use serde::{Deserialize, Serialize};
 
-use crate::cache::{CacheConfig, SnapshotCache};
 use crate::config::EVENTS_TOPIC;
 use crate::dump::{DumpFileError, read_dump};
 use crate::limit::{ContactLimitedOutbox, SendLimits};

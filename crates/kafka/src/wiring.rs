@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use load_agent_agent::Agent;
 use load_agent_llm::LlmClient;
-use load_agent_runtime::{Clock, SnapshotSource, Worker, WorkerConfig};
+use load_agent_runtime::{
+    CacheConfig, Clock, GroupCommit, GroupCommitConfig, SnapshotCache, SnapshotSource, Worker, WorkerConfig,
+};
 #[cfg(feature = "broker")]
 use load_agent_runtime::{LoadQueue, PumpConfig, Relay, RelayConfig, TimerPump};
 #[cfg(feature = "broker")]
@@ -20,7 +22,6 @@ use load_agent_store::Stores;
 #[cfg(feature = "broker")]
 use rdkafka::error::KafkaError;
 
-use crate::cache::{CacheConfig, SnapshotCache};
 #[cfg(feature = "broker")]
 use crate::config::KafkaConfig;
 #[cfg(feature = "broker")]
@@ -29,8 +30,8 @@ use crate::process::RecordProcessor;
 #[cfg(feature = "broker")]
 use crate::produce::{AddressBook, KafkaDestinations, KafkaEventPublisher, SnapshotAddressBook};
 
-/// The load worker over a snapshot cache, as the consumer's unit of work. The cache is
-/// returned for its stats (hit rate).
+/// The load worker over a snapshot cache, its appends grouped across loads by `group_commit`,
+/// as the consumer's unit of work. The cache is returned for its stats (hit rate).
 pub fn record_processor(
     stores: &Stores,
     agent: Arc<Agent>,
@@ -38,10 +39,12 @@ pub fn record_processor(
     clock: Arc<dyn Clock>,
     worker: WorkerConfig,
     cache: CacheConfig,
+    group_commit: GroupCommitConfig,
 ) -> (RecordProcessor, SnapshotCache) {
     let cache = SnapshotCache::new(stores.events.clone(), cache);
     let snapshots: Arc<dyn SnapshotSource> = Arc::new(cache.clone());
-    let worker = Worker::new(stores.events.clone(), snapshots, agent, llm, clock).with_config(worker);
+    let appends = GroupCommit::wrap(stores.events.clone(), group_commit);
+    let worker = Worker::new(appends, snapshots, agent, llm, clock).with_config(worker);
     (RecordProcessor::new(Arc::new(worker)), cache)
 }
 

@@ -20,15 +20,18 @@ use load_agent_domain::{
     Contact, EventKind, InboundEvent, Language, LoadRegistered, LogEntry, RiskBand, Role, Stop, StopKind,
 };
 use load_agent_kafka::{
-    CacheConfig, ConsumeReport, ConsumerConfig, ConsumerError, DumpRecord, KafkaConfig, SendLimits, consume,
-    dump, ensure_topics, kafka_relay, kafka_timer_pump, record_processor,
+    ConsumeReport, ConsumerConfig, ConsumerError, DumpRecord, KafkaConfig, SendLimits, consume, dump,
+    ensure_topics, kafka_relay, kafka_timer_pump, record_processor,
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
-    Clock, PumpConfig, RelayConfig, ShutdownTrigger, SystemClock, WorkerConfig, shutdown_channel,
+    CacheConfig, Clock, GroupCommitConfig, PumpConfig, RelayConfig, ShutdownTrigger, SystemClock,
+    WorkerConfig, shutdown_channel,
 };
 use load_agent_store::{OutboxStatus, PgStore, Stores};
 use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -61,8 +64,21 @@ struct Env {
     producer: FutureProducer,
 }
 
+/// `max.message.bytes` of a test's topics, set before `ensure_topics` creates the rest;
+/// `None`: what `ensure_topics` gives.
+#[derive(Default, Clone, Copy)]
+struct TopicLimits {
+    events: Option<usize>,
+    /// `Some(None)`: the DLQ topic without the setting (the broker's default).
+    dlq: Option<Option<usize>>,
+}
+
 impl Env {
     async fn new(name: &str, partitions: i32) -> Env {
+        Env::with_limits(name, partitions, TopicLimits::default()).await
+    }
+
+    async fn with_limits(name: &str, partitions: i32, limits: TopicLimits) -> Env {
         let id = format!("{name}_{}_{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
         let mut kafka = KafkaConfig::new(brokers());
         kafka.events_topic = format!("it.{id}.events");
@@ -72,6 +88,32 @@ impl Env {
         kafka.send_timeout = Duration::from_secs(10);
         // Members learn of a rebalance at their next heartbeat: keep rebalances quick.
         kafka.client_overrides.push(("heartbeat.interval.ms".into(), "200".into()));
+        let mut preset: Vec<(String, Option<usize>)> = Vec::new();
+        if let Some(events) = limits.events {
+            preset.push((kafka.events_topic.clone(), Some(events)));
+        }
+        if let Some(dlq) = limits.dlq {
+            preset.push((kafka.dlq_topic.clone(), dlq));
+        }
+        if !preset.is_empty() {
+            let admin: AdminClient<DefaultClientContext> =
+                ClientConfig::new().set("bootstrap.servers", brokers()).create().expect("admin");
+            let values: Vec<Option<String>> = preset.iter().map(|(_, l)| l.map(|l| l.to_string())).collect();
+            let topics: Vec<NewTopic<'_>> = preset
+                .iter()
+                .zip(&values)
+                .map(|((name, _), limit)| {
+                    let t = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+                    match limit {
+                        Some(l) => t.set("max.message.bytes", l),
+                        None => t,
+                    }
+                })
+                .collect();
+            for r in admin.create_topics(topics.iter(), &AdminOptions::new()).await.expect("create topics") {
+                r.expect("topic created");
+            }
+        }
         ensure_topics(&kafka, &kafka.all_topics(), partitions, 1).await.expect("create the test topics");
         let pg =
             PgStore::connect_in_schema(&database_url(), &format!("it_{id}")).await.expect("postgres schema");
@@ -81,6 +123,7 @@ impl Env {
             .set("bootstrap.servers", brokers())
             .set("partitioner", "murmur2_random")
             .set("message.timeout.ms", "10000")
+            .set("message.max.bytes", "4000000")
             .create()
             .expect("producer");
         Env { kafka, pg, stores, agent: Arc::new(Agent::embedded().expect("agent")), producer }
@@ -99,10 +142,12 @@ impl Env {
             clock,
             WorkerConfig::default(),
             CacheConfig::default(),
+            GroupCommitConfig::OFF,
         );
         let (trigger, shutdown) = shutdown_channel();
         let kafka = self.kafka.clone();
-        (trigger, tokio::spawn(async move { consume(&kafka, config, processor, shutdown).await }))
+        let kept = self.stores.dead_letters.clone();
+        (trigger, tokio::spawn(async move { consume(&kafka, config, processor, kept, shutdown).await }))
     }
 
     fn relay(&self) -> (ShutdownTrigger, JoinHandle<()>) {
@@ -315,12 +360,46 @@ async fn decisions_land_in_postgres_and_actions_on_the_action_topics() {
     env.produce(&ping_high("481207", "ping_0700")).await;
 
     let sms_key = "481207/ask:eta_request:ping_0700/1/send_sms";
-    let delivered = format!("out:delivered:{sms_key}");
-    // The relay publishes the SMS, then its outcome comes back through the inbound topic.
-    eventually(20, "the delivered outcome of the SMS in the log", || async {
-        env.event_ids("481207").await.contains(&delivered)
+    let published = format!("out:published:{sms_key}");
+    // The relay publishes the SMS, then its outcome comes back through the inbound topic: it
+    // says `published` (the broker has the command), never `delivered`.
+    eventually(20, "the published outcome of the SMS in the log", || async {
+        env.event_ids("481207").await.contains(&published)
     })
     .await;
+    // Only timer rows, which the relay applies itself, are `delivered` by the relay.
+    let delivered: Vec<String> =
+        env.event_ids("481207").await.into_iter().filter(|id| id.starts_with("out:delivered:")).collect();
+    assert!(delivered.iter().all(|id| id.ends_with("/set_timer")), "{delivered:?}");
+    // Only the delivery service says `delivered`, on the same topic.
+    let confirmed = InboundEvent {
+        event_id: format!("out:delivered:{sms_key}"),
+        load_id: "481207".into(),
+        occurred_at: Utc::now(),
+        kind: EventKind::ActionOutcome {
+            idempotency_key: sms_key.into(),
+            status: load_agent_domain::OutcomeStatus::Delivered,
+            action_kind: load_agent_domain::ActionKind::SendSms,
+            contact_id: Some("drv".into()),
+            hero_channel: false,
+            reason: None,
+        },
+    };
+    env.produce(&confirmed).await;
+    eventually(20, "the SMS service's delivered outcome in the log", || async {
+        env.event_ids("481207").await.contains(&confirmed.event_id)
+    })
+    .await;
+    let confirmation = env.log("481207").await.into_iter().find_map(|e| match e {
+        LogEntry::Decision(d) if d.trigger_event_id == confirmed.event_id => Some(d),
+        _ => None,
+    });
+    let confirmation = confirmation.expect("a decision for the confirmation");
+    assert!(
+        confirmation.effective_actions().next().is_none(),
+        "a confirmation changes nothing: {confirmation:?}"
+    );
+    assert!(confirmation.rationale.starts_with("delivered:"), "{}", confirmation.rationale);
 
     let log = env.log("481207").await;
     let decision = log
@@ -362,9 +441,9 @@ async fn decisions_land_in_postgres_and_actions_on_the_action_topics() {
     let pumped = pump.pump_once(Utc::now() + chrono::Duration::minutes(31)).await.expect("pump pass");
     assert_eq!(pumped.fired, 1);
     let second_sms = "481207/ask:eta_request:ping_0700/2/send_sms";
-    let second_delivered = format!("out:delivered:{second_sms}");
-    eventually(20, "the timer's next step delivered", || async {
-        env.event_ids("481207").await.contains(&second_delivered)
+    let second_published = format!("out:published:{second_sms}");
+    eventually(20, "the timer's next step published", || async {
+        env.event_ids("481207").await.contains(&second_published)
     })
     .await;
     assert!(
@@ -777,5 +856,209 @@ async fn every_kind_of_bad_input_is_dead_lettered_with_its_reason_and_the_partit
     assert_eq!(report.dead_letters, expected_dead.len() as u64, "{report:?}");
     assert_eq!(env.committed(1).get(&0), Some(&offset), "the partition moved past every record");
     assert_eq!(offset, 20);
+    env.close().await;
+}
+
+fn email(load: &str, id: &str, text: String) -> InboundEvent {
+    InboundEvent {
+        event_id: id.into(),
+        load_id: load.into(),
+        occurred_at: Utc::now(),
+        kind: EventKind::Email {
+            from: "dispatch@carrier.example".into(),
+            subject: "update".into(),
+            text,
+            thread: None,
+        },
+    }
+}
+
+/// What one dead letter of [`dead_letters_of_every_size_reach_the_dlq_and_their_load_goes_on`]
+/// must look like: whole (the original value in the DLQ) or reduced (the value in
+/// `dead_letters`, the DLQ record pointing to it).
+struct Sized {
+    offset: i64,
+    value: Vec<u8>,
+    code: &'static str,
+    whole: bool,
+}
+
+async fn assert_dead_letters(env: &Env, expected: &[Sized]) {
+    let dead = env.topic(&env.kafka.dlq_topic).await;
+    assert_eq!(dead.len(), expected.len(), "one DLQ record per dead letter");
+    for (record, want) in dead.iter().zip(expected) {
+        let what = format!("offset {} ({} bytes)", want.offset, want.value.len());
+        assert_eq!(header(record, "dlq-source-offset"), Some(want.offset.to_string().as_str()), "{what}");
+        assert_eq!(header(record, "dlq-error-code"), Some(want.code), "{what}");
+        assert_eq!(record.key.as_deref(), Some("L1"), "{what}: the key is kept");
+        assert_eq!(header(record, "source"), Some("sizes-test"), "{what}: the original headers are kept");
+        let value = record.to_record().expect("record").value;
+        if want.whole {
+            assert_eq!(value.as_deref(), Some(want.value.as_slice()), "{what}: whole in the DLQ");
+            assert_eq!(header(record, "dlq-reduced"), None, "{what}");
+        } else {
+            assert_eq!(value, None, "{what}: reduced");
+            assert!(header(record, "dlq-reduced").is_some(), "{what}");
+            assert_eq!(
+                header(record, "dlq-original-size"),
+                Some(want.value.len().to_string().as_str()),
+                "{what}"
+            );
+            let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&want.value));
+            assert_eq!(header(record, "dlq-original-sha256"), Some(sha.as_str()), "{what}");
+            let reference = format!("{}/0/{}", env.kafka.events_topic, want.offset);
+            assert_eq!(
+                header(record, "dlq-body"),
+                Some(format!("dead_letters:{reference}").as_str()),
+                "{what}"
+            );
+            let kept = env
+                .stores
+                .dead_letters
+                .kept_dead_letter(&env.kafka.events_topic, 0, want.offset)
+                .await
+                .expect("read dead_letters")
+                .expect("kept");
+            assert_eq!(kept.value.as_deref(), Some(want.value.as_slice()), "{what}: the whole value is kept");
+            assert_eq!(kept.key.as_deref(), Some(&b"L1"[..]), "{what}");
+            assert_eq!(kept.error_code, want.code, "{what}");
+        }
+    }
+}
+
+/// Produces `value` keyed L1 with a `source` header, then a good message: returns the dead
+/// letter's offset and moves `offset` past both.
+async fn produce_sized(env: &Env, offset: &mut i64, n: u32, value: &[u8]) -> i64 {
+    env.produce_raw("L1", value, &[("source", "sizes-test")]).await;
+    env.produce(&sms("L1", &format!("L1-m{n}"), "ok")).await;
+    *offset += 2;
+    *offset - 2
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dead_letters_of_every_size_reach_the_dlq_and_their_load_goes_on() {
+    use load_agent_kafka::dlq::PRODUCER_MAX_BYTES;
+    use load_agent_kafka::process::MAX_RECORD_BYTES;
+
+    // The events topic takes records far larger than the service; the DLQ topic as
+    // `ensure_topics` creates it (max.message.bytes = the producer's limit).
+    let env = Env::with_limits("sizes", 1, TopicLimits { events: Some(3_000_000), dlq: None }).await;
+    let (consumer_stop, consumer) = env.consumer(ConsumerConfig::default());
+    env.produce(&registration("L1")).await;
+    let mut offset = 1i64;
+    let mut expected = Vec::new();
+    // An email of about 1,000,150 bytes, invalid (its text is over 256 KiB): librdkafka's
+    // default message.max.bytes (1,000,000) used to refuse its dead letter forever.
+    let big_email = encode_inbound(&email("L1", "L1-big-email", "x".repeat(1_000_000)));
+    assert!(big_email.len() > 1_000_000 && big_email.len() < MAX_RECORD_BYTES);
+    let at = produce_sized(&env, &mut offset, 1, &big_email).await;
+    expected.push(Sized { offset: at, value: big_email, code: "oversized", whole: true });
+    // Just under and just over the service's own record limit: decoded (a bad frame) vs not.
+    for (n, len, code) in [(2, MAX_RECORD_BYTES, "bad_magic"), (3, MAX_RECORD_BYTES + 1, "record_too_large")]
+    {
+        let value = vec![b'x'; len];
+        let at = produce_sized(&env, &mut offset, n, &value).await;
+        expected.push(Sized { offset: at, value, code, whole: true });
+    }
+    // Just under and just over what the DLQ topic and the producer take (a dead letter is the
+    // value plus its headers), then far over it.
+    for (n, len, whole) in
+        [(4, PRODUCER_MAX_BYTES - 1024, true), (5, PRODUCER_MAX_BYTES - 100, false), (6, 2_500_000, false)]
+    {
+        let value = vec![b'x'; len];
+        let at = produce_sized(&env, &mut offset, n, &value).await;
+        expected.push(Sized { offset: at, value, code: "record_too_large", whole });
+    }
+    eventually(60, "the message after the last dead letter decided", || async {
+        env.event_ids("L1").await.contains(&"L1-m6".to_string())
+    })
+    .await;
+    let mut want = vec!["load_registered:L1".to_string()];
+    want.extend((1..=6).map(|n| format!("L1-m{n}")));
+    assert_eq!(env.event_ids("L1").await, want, "no dead letter blocked its load");
+    assert_dead_letters(&env, &expected).await;
+    let report = stop(consumer_stop, consumer).await.expect("consumer");
+    assert_eq!(report.dead_letters, expected.len() as u64, "the count is what was written: {report:?}");
+    assert_eq!(env.committed(1).get(&0), Some(&offset), "the partition moved past every record");
+    env.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dlq_topic_at_the_brokers_default_limit_gets_reduced_dead_letters_for_the_largest_records() {
+    use load_agent_kafka::process::MAX_RECORD_BYTES;
+
+    let env =
+        Env::with_limits("dlqdefault", 1, TopicLimits { events: Some(3_000_000), dlq: Some(None) }).await;
+    let (consumer_stop, consumer) = env.consumer(ConsumerConfig::default());
+    env.produce(&registration("L1")).await;
+    let mut offset = 1i64;
+    let mut expected = Vec::new();
+    let big_email = encode_inbound(&email("L1", "L1-big-email", "x".repeat(1_000_000)));
+    let at = produce_sized(&env, &mut offset, 1, &big_email).await;
+    expected.push(Sized { offset: at, value: big_email, code: "oversized", whole: true });
+    // At the service's limit the dead letter (value + headers) is over Kafka's default 1 MiB + 12.
+    let value = vec![b'x'; MAX_RECORD_BYTES];
+    let at = produce_sized(&env, &mut offset, 2, &value).await;
+    expected.push(Sized { offset: at, value, code: "bad_magic", whole: false });
+    eventually(60, "the message after the last dead letter decided", || async {
+        env.event_ids("L1").await.contains(&"L1-m2".to_string())
+    })
+    .await;
+    assert_dead_letters(&env, &expected).await;
+    let report = stop(consumer_stop, consumer).await.expect("consumer");
+    assert_eq!(report.dead_letters, 2, "{report:?}");
+    assert_eq!(env.committed(1).get(&0), Some(&offset));
+    env.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dlq_topic_too_small_for_a_reduced_dead_letter_stops_the_consumer_at_start_naming_both_limits() {
+    let env = Env::with_limits("dlqtiny", 1, TopicLimits { events: None, dlq: Some(Some(1000)) }).await;
+    let (_consumer_stop, consumer) = env.consumer(ConsumerConfig::default());
+    let err = tokio::time::timeout(Duration::from_secs(30), consumer)
+        .await
+        .expect("stopped at start")
+        .expect("task")
+        .expect_err("refused");
+    let text = err.to_string();
+    assert!(text.contains(&env.kafka.dlq_topic) && text.contains("1000 bytes"), "{text}");
+    assert!(text.contains("max.message.bytes") && text.contains("32768"), "{text}");
+    env.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dead_letter_the_broker_refuses_for_good_is_written_reduced() {
+    use load_agent_kafka::dlq::PRODUCER_MAX_BYTES;
+    use load_agent_kafka::{DeadLetter, DeadLetterKind, DlqProducer, DlqWritten, InboundRecord};
+
+    // The producer believes the topic takes its own limit; the broker refuses anything over
+    // 100,000 bytes: a permanent error, so the record goes to dead_letters and a reduced record
+    // to the DLQ.
+    let env = Env::with_limits("dlqrefused", 1, TopicLimits { events: None, dlq: Some(Some(100_000)) }).await;
+    let dlq = DlqProducer::new(&env.kafka, env.stores.dead_letters.clone())
+        .expect("producer")
+        .with_topic_limit(PRODUCER_MAX_BYTES);
+    let record = InboundRecord {
+        topic: env.kafka.events_topic.clone(),
+        partition: 0,
+        offset: 41,
+        timestamp_ms: None,
+        key: Some(b"L1".to_vec()),
+        headers: vec![("source".into(), b"sizes-test".to_vec())],
+        value: Some(vec![b'x'; 200_000]),
+    };
+    let dead = DeadLetter {
+        kind: DeadLetterKind::Decode,
+        code: "bad_magic",
+        error: "bad magic".into(),
+        field: None,
+    };
+    let written = dlq.write(&record, &dead).await.expect("written");
+    assert!(matches!(&written, DlqWritten::Reduced { why, .. } if why.contains("refused")), "{written:?}");
+    assert_dead_letters(
+        &env,
+        &[Sized { offset: 41, value: vec![b'x'; 200_000], code: "bad_magic", whole: false }],
+    )
+    .await;
     env.close().await;
 }

@@ -284,8 +284,8 @@ impl Default for KafkaSettings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpSettings {
-    /// `/events`, `/loads/{id}`, `/metrics`, `/healthz`, `/readyz`. Loopback by default; any
-    /// other address requires `token`.
+    /// `/events`, `/loads/{id}`, `/metrics`, `/openapi.json`, `/healthz`, `/readyz` (docs/http.md).
+    /// Loopback by default; any other address requires `token`.
     pub addr: String,
     /// Bearer token required on every endpoint except the probes when set.
     pub token: Secret,
@@ -423,19 +423,22 @@ pub struct RelaySettings {
     pub send_limits: String,
     /// Rows of one claimed batch sent at once (per-load order holds at any value).
     pub concurrency: usize,
+    /// Relay passes running at once in one process (per-load order holds at any value).
+    pub loops: usize,
 }
 
 impl Default for RelaySettings {
     fn default() -> Self {
         RelaySettings {
             lease_secs: 90,
-            batch: 100,
+            batch: 500,
             poll_ms: 250,
             retry_budget_secs: 150,
             backoff_base_ms: 5000,
             backoff_max_secs: 60,
             send_limits: "sms=6/1h".into(),
-            concurrency: 64,
+            concurrency: 500,
+            loops: 2,
         }
     }
 }
@@ -463,6 +466,13 @@ pub struct WorkerSettings {
     /// LoadState snapshots kept in the cache.
     pub cache_capacity: u64,
     pub cache_idle_secs: u64,
+    /// Group commit (issue 15): appends of different loads ready within this many milliseconds
+    /// share one transaction.
+    pub group_commit_window_ms: u64,
+    /// Loads per group-commit transaction at most; 1 turns group commit off.
+    pub group_commit_max_batch: usize,
+    /// Group-commit transactions in flight at once.
+    pub group_commit_committers: usize,
 }
 
 impl Default for WorkerSettings {
@@ -472,6 +482,10 @@ impl Default for WorkerSettings {
             max_conflict_retries: 5,
             cache_capacity: 50_000,
             cache_idle_secs: 1800,
+            group_commit_window_ms: 0,
+            // Off by default for now: see docs/runtime.md ("Group commit") for the hazard.
+            group_commit_max_batch: 1,
+            group_commit_committers: 4,
         }
     }
 }
@@ -653,6 +667,9 @@ impl Settings {
         if self.timers.poll_secs == 0 || self.timers.poll_secs > 30 {
             return Err(bad("timers.poll_secs", "must be between 1 and 30 (timers fire within a minute)"));
         }
+        if self.relay.loops == 0 || self.relay.loops > 16 {
+            return Err(bad("relay.loops", "must be between 1 and 16"));
+        }
         if self.relay.lease_secs < 10 {
             return Err(bad("relay.lease_secs", "must be at least 10"));
         }
@@ -669,6 +686,21 @@ impl Settings {
                 "worker.concurrency",
                 "worker.concurrency and worker.cache_capacity must be positive",
             ));
+        }
+        if self.worker.group_commit_max_batch == 0 {
+            return Err(bad(
+                "worker.group_commit_max_batch",
+                "must be at least 1 (1 turns group commit off)",
+            ));
+        }
+        if self.worker.group_commit_window_ms > 1_000 {
+            return Err(bad(
+                "worker.group_commit_window_ms",
+                "must be at most 1000 (a few milliseconds is the point)",
+            ));
+        }
+        if self.worker.group_commit_committers == 0 {
+            return Err(bad("worker.group_commit_committers", "must be at least 1"));
         }
         Ok(())
     }

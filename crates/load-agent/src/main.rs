@@ -34,6 +34,11 @@ enum Command {
     /// Records a topic from Kafka as a dump (topics.md).
     #[cfg(feature = "kafka")]
     Dump(commands::replay::DumpArgs),
+    /// The DLQ topic: `list` and `show` the dead letters, `redrive` them to the events topic
+    /// once their cause is fixed.
+    #[cfg(feature = "kafka")]
+    #[command(subcommand)]
+    Dlq(commands::dlq::DlqCommand),
     /// Kafka topics: `ensure` creates the events, DLQ and action topics that do not exist yet.
     #[cfg(feature = "kafka")]
     #[command(subcommand)]
@@ -112,6 +117,8 @@ fn main() -> ExitCode {
         Command::Replay(a) => commands::replay::run_replay(a),
         #[cfg(feature = "kafka")]
         Command::Dump(a) => with_settings(cli.config.as_deref(), |s| commands::replay::run_dump(s, a)),
+        #[cfg(feature = "kafka")]
+        Command::Dlq(c) => with_settings(cli.config.as_deref(), |s| commands::dlq::run(s, c)),
         #[cfg(feature = "kafka")]
         Command::Topics(c) => {
             with_settings(cli.config.as_deref(), |s| commands::production::run_topics(s, c))

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use load_agent_domain::{ActionBody, EventKind, LoadState, LogEntry, project_state};
+use load_agent_domain::{ActionBody, EventKind, LoadState, LogEntry, OutcomeStatus, project_state};
 use load_agent_store::OutboxRowView;
 use serde::Serialize;
 
@@ -137,6 +137,24 @@ pub fn describe_action(body: &ActionBody) -> String {
     }
 }
 
+/// Per action key, the furthest a success got: `delivered` (a delivery service confirmed it)
+/// over `published` (the broker has the command).
+fn confirmed_outcomes(entries: &[LogEntry]) -> BTreeMap<&str, OutcomeStatus> {
+    let mut out: BTreeMap<&str, OutcomeStatus> = BTreeMap::new();
+    for entry in entries {
+        if let LogEntry::Event(e) = entry
+            && let EventKind::ActionOutcome { idempotency_key, status, .. } = &e.kind
+            && matches!(status, OutcomeStatus::Published | OutcomeStatus::Delivered)
+        {
+            let seen = out.entry(idempotency_key.as_str()).or_insert(*status);
+            if *status == OutcomeStatus::Delivered {
+                *seen = OutcomeStatus::Delivered;
+            }
+        }
+    }
+    out
+}
+
 /// The readable timeline.
 pub fn render(view: &LoadView<'_>) -> String {
     let mut out = String::new();
@@ -153,19 +171,28 @@ pub fn render(view: &LoadView<'_>) -> String {
             String::new()
         }
     );
-    // Delivered outcomes show as the action's status; their events and filtered decisions are
-    // left out of the text (the JSON view keeps every entry).
+    // Published and delivered outcomes show as the action's status (`published`: the broker has
+    // the command; `delivered`: the delivery service confirmed it); their events and filtered
+    // decisions are left out of the text (the JSON view keeps every entry).
+    let outcomes = confirmed_outcomes(view.entries);
     let mut skip_decision = false;
-    let mut delivered = 0usize;
+    let (mut published, mut delivered) = (0usize, 0usize);
     for entry in view.entries {
         match entry {
             LogEntry::Event(e)
                 if matches!(
                     e.kind,
-                    EventKind::ActionOutcome { status: load_agent_domain::OutcomeStatus::Delivered, .. }
+                    EventKind::ActionOutcome {
+                        status: OutcomeStatus::Published | OutcomeStatus::Delivered,
+                        ..
+                    }
                 ) =>
             {
-                delivered += 1;
+                if matches!(e.kind, EventKind::ActionOutcome { status: OutcomeStatus::Published, .. }) {
+                    published += 1;
+                } else {
+                    delivered += 1;
+                }
                 skip_decision = true;
             }
             LogEntry::Decision(_) if skip_decision => skip_decision = false,
@@ -200,6 +227,9 @@ pub fn render(view: &LoadView<'_>) -> String {
                             {
                                 s.push_str(&format!(": {}", clip(f, 50)));
                             }
+                            if let Some(outcome) = outcomes.get(a.key.as_str()) {
+                                s.push_str(&format!(", {}", outcome.as_str()));
+                            }
                             s
                         }
                         None => "not in outbox".to_string(),
@@ -211,8 +241,8 @@ pub fn render(view: &LoadView<'_>) -> String {
             }
         }
     }
-    if delivered > 0 {
-        let _ = writeln!(out, "  ({delivered} delivered outcomes not shown)");
+    if published + delivered > 0 {
+        let _ = writeln!(out, "  ({published} published and {delivered} delivered outcomes not shown)");
     }
     let _ = writeln!(
         out,

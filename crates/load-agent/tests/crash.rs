@@ -53,11 +53,85 @@ async fn a_worker_killed_after_the_append_and_before_the_offset_decides_each_eve
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_inside_a_group_commit_decides_each_event_once() {
+    // The first transaction that committed two or more loads' appends: none of its runs has
+    // been told, so no offset moved; the restarted consumer reads them all again and finds
+    // each already in the log. A wide window makes the concurrent registrations share one.
+    let _serial = SERIAL.lock().await;
+    let brokers = env("KAFKA_BROKERS");
+    let run = name("group_commit");
+    let db = Db::fresh(&run).await;
+    let window = vec![
+        ("LOAD_AGENT_WORKER_GROUP_COMMIT_MAX_BATCH", "32".to_owned()),
+        ("LOAD_AGENT_WORKER_GROUP_COMMIT_WINDOW_MS", "50".to_owned()),
+    ];
+    let cfg = ServeConfig { brokers: &brokers, db_url: &db.url, prefix: &run, extra_env: window };
+    let mut serve = cfg.spawn(Some("worker.group_commit:1"));
+    serve.ready().await;
+    let events = traffic(&run, 8);
+    produce(&producer(&brokers), &cfg.events_topic(), &events).await;
+    let status = serve.exited(Duration::from_secs(90)).await;
+    assert!(!status.success(), "the crash point killed the process ({status})");
+    drop(serve);
+    let committed = db.scalar("SELECT count(DISTINCT load_id) FROM log_entries").await;
+    assert!(committed >= 2, "the crashed transaction committed several loads ({committed})");
+    let mut again = cfg.spawn(None);
+    again.ready().await;
+    assert_guarantees(&db, &cfg, &events).await;
+    drop(again);
+    db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_killed_after_the_send_and_before_the_mark_sends_again_under_the_same_key() {
     let service = crash_and_recover("relay", "relay.after_send:3", 4).await;
     // The row sent before the crash was not marked: after its lease the restarted relay sent
     // it again, and the service recognised the key (the contact got one message).
     assert!(service.duplicates >= 1, "the crashed send was redelivered under its key");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_killed_after_sending_a_batch_and_before_its_outcomes_and_mark_loses_nothing() {
+    // The first claimed batch is sent whole (the first rows committed are a ping's send_sms and
+    // set_timer), then the process dies: no outcome published, no row marked.
+    let _serial = SERIAL.lock().await;
+    let brokers = env("KAFKA_BROKERS");
+    let run = name("relay_batch");
+    let db = Db::fresh(&run).await;
+    let cfg = ServeConfig { brokers: &brokers, db_url: &db.url, prefix: &run, extra_env: vec![] };
+    let mut serve = cfg.spawn(Some("relay.after_send_batch:1"));
+    serve.ready().await;
+    let events = traffic(&run, 4);
+    produce(&producer(&brokers), &cfg.events_topic(), &events).await;
+    let status = serve.exited(Duration::from_secs(90)).await;
+    assert!(!status.success(), "the crash point killed the process ({status})");
+    drop(serve);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM outbox WHERE status = 'dispatched'").await,
+        0,
+        "nothing was marked before the crash"
+    );
+    let mut again = cfg.spawn(None);
+    again.ready().await;
+    let service = assert_guarantees(&db, &cfg, &events).await;
+    // The batch sent before the crash was sent again after its lease under the same keys (the
+    // service saw them again and its contacts got one message each)...
+    assert!(service.duplicates >= 1, "the crashed batch was redelivered under its keys");
+    // ...and its outcomes, never published before the crash, reached the log once each.
+    // (On Kafka the relay's outcome is `published`; timer rows, applied by the relay, `delivered`.)
+    eventually(60, "one successful outcome in the log per dispatched row", || async {
+        let missing = db
+            .scalar(
+                "SELECT count(*) FROM outbox o WHERE o.status = 'dispatched' AND NOT EXISTS \
+                 (SELECT 1 FROM log_entries l WHERE l.load_id = o.load_id \
+                   AND l.entry_id IN ('out:published:' || o.id, 'out:delivered:' || o.id))",
+            )
+            .await;
+        if missing == 0 { Ok(()) } else { Err(format!("{missing} dispatched rows without their outcome")) }
+    })
+    .await;
+    drop(again);
+    db.drop_database().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -206,6 +206,14 @@ fn topics_ensure_creates_the_missing_topics_and_leaves_existing_ones() {
     let topic = format!("{run}.actions.sms");
     let metadata = consumer.fetch_metadata(Some(&topic), Duration::from_secs(10)).expect("metadata");
     assert_eq!(metadata.topics()[0].partitions().len(), 2, "created with --partitions 2");
+    // The DLQ topic takes a dead letter of any record the service accepts, whole.
+    let mut config = load_agent_kafka::KafkaConfig::new(brokers.clone());
+    config.dlq_topic = format!("{run}.events.dlq");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let limit = runtime
+        .block_on(load_agent_kafka::topic_max_message_bytes(&config, &config.dlq_topic))
+        .expect("describe the DLQ topic");
+    assert_eq!(limit, Some(load_agent_kafka::dlq::PRODUCER_MAX_BYTES));
 
     // Without brokers the command says so and exits 2.
     let out = Command::new(env!("CARGO_BIN_EXE_load-agent"))
@@ -228,4 +236,168 @@ fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
         rest = &tail[end..];
     }
     names
+}
+
+/// A worker whose DLQ topic cannot hold even a reduced dead letter refuses to run: it exits
+/// non-zero, naming the topic, its limit and the one it needs, instead of serving half.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_refuses_a_dlq_topic_too_small_for_any_dead_letter() {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+
+    let brokers = env("KAFKA_BROKERS");
+    let run = format!("tinydlq{}", std::process::id());
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", &brokers).create().expect("admin");
+    let dlq = format!("{run}.events.dlq");
+    let topic = NewTopic::new(&dlq, 1, TopicReplication::Fixed(1)).set("max.message.bytes", "1000");
+    for r in admin.create_topics([&topic], &AdminOptions::new()).await.expect("create the DLQ topic") {
+        r.expect("created");
+    }
+    let port = free_port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_load-agent"))
+        .arg("worker")
+        .env("LOAD_AGENT_KAFKA_BROKERS", &brokers)
+        .env("LOAD_AGENT_DATABASE_URL", env("DATABASE_URL"))
+        .env("LOAD_AGENT_KAFKA_EVENTS_TOPIC", format!("{run}.events"))
+        .env("LOAD_AGENT_KAFKA_DLQ_TOPIC", &dlq)
+        .env("LOAD_AGENT_KAFKA_ACTIONS_TOPIC_PREFIX", format!("{run}.actions"))
+        .env("LOAD_AGENT_KAFKA_GROUP_ID", format!("{run}-group"))
+        .env("LOAD_AGENT_KAFKA_CREATE_TOPICS", "true")
+        .env("LOAD_AGENT_HTTP_ADDR", format!("127.0.0.1:{port}"))
+        .env("LOAD_AGENT_LOG_FORMAT", "text")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start load-agent worker");
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the worker stopped by itself")
+        .expect("exit status");
+    assert!(!status.success(), "exited with {status}");
+    let out = child.wait_with_output().await.expect("output");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains(&dlq) && text.contains("1000 bytes") && text.contains("max.message.bytes"),
+        "{text}"
+    );
+}
+
+/// `load-agent dlq` against the broker and a running worker: an event for a load not registered
+/// yet is dead-lettered; `list` and `show` find it; `redrive --dry-run` publishes nothing; once
+/// the load is registered, `redrive` sends it back and it is decided; a second redrive changes
+/// nothing. A dead letter too large for the DLQ topic is redriven from `dead_letters`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dlq_list_show_and_redrive_through_the_broker() {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+
+    let brokers = env("KAFKA_BROKERS");
+    let run = format!("dlqcmd{}", std::process::id());
+    let db = common::Db::fresh(&run).await;
+    let (events_topic, dlq_topic) = (format!("{run}.events"), format!("{run}.events.dlq"));
+    // One partition (positions are predictable); a DLQ topic that takes 40,000 bytes at most.
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", &brokers).create().expect("admin");
+    let topics = [
+        NewTopic::new(&events_topic, 1, TopicReplication::Fixed(1)),
+        NewTopic::new(&dlq_topic, 1, TopicReplication::Fixed(1)).set("max.message.bytes", "40000"),
+    ];
+    for r in admin.create_topics(topics.iter(), &AdminOptions::new()).await.expect("create topics") {
+        r.expect("created");
+    }
+    let envs = [
+        ("LOAD_AGENT_KAFKA_BROKERS", brokers.clone()),
+        ("LOAD_AGENT_DATABASE_URL", db.url.clone()),
+        ("LOAD_AGENT_KAFKA_EVENTS_TOPIC", events_topic.clone()),
+        ("LOAD_AGENT_KAFKA_DLQ_TOPIC", dlq_topic.clone()),
+        ("LOAD_AGENT_KAFKA_ACTIONS_TOPIC_PREFIX", format!("{run}.actions")),
+        ("LOAD_AGENT_KAFKA_GROUP_ID", format!("{run}-group")),
+        ("LOAD_AGENT_KAFKA_CREATE_TOPICS", "true".into()),
+        ("LOAD_AGENT_HTTP_ADDR", format!("127.0.0.1:{}", free_port())),
+        ("LOAD_AGENT_LOG_LEVEL", "warn".into()),
+    ];
+    let mut worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_load-agent"));
+    worker.arg("worker").envs(envs.iter().cloned()).stdout(Stdio::null()).kill_on_drop(true);
+    let mut worker = worker.spawn().expect("start the worker");
+    let dlq = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_load-agent"))
+            .arg("dlq")
+            .args(args)
+            .envs(envs.iter().cloned())
+            .output()
+            .expect("run load-agent dlq");
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let decisions = |id: String| {
+        let db = &db;
+        async move { db.scalar(&format!("SELECT count(*) FROM log_entries WHERE entry_id = 'dec:{id}'")).await }
+    };
+    let kafka = common::producer(&brokers);
+
+    // An SMS for a load not registered yet, and an email far over the DLQ topic's limit for a
+    // registered one.
+    let (late, known) = (format!("{run}-L9"), format!("{run}-L1"));
+    let early_sms = common::sms(&late, 1, "10-4");
+    common::produce(&kafka, &events_topic, &[registration(&known), early_sms.clone()]).await;
+    let mut huge = common::sms(&known, 2, "");
+    huge.kind = load_agent_domain::EventKind::Email {
+        from: "drv".into(),
+        subject: "photos".into(),
+        text: "x".repeat(300 * 1024),
+        thread: None,
+    };
+    common::produce(&kafka, &events_topic, &[huge.clone()]).await;
+    let mut listed = String::new();
+    common::eventually(60, "two dead letters listed", || {
+        let l = dlq(&["list"]);
+        listed = l.1.clone();
+        async move { if l.1.lines().count() == 2 { Ok(()) } else { Err(format!("{l:?}")) } }
+    })
+    .await;
+    assert!(listed.starts_with("0:0\t") && listed.contains("unknown_load"), "{listed}");
+    assert!(listed.contains("oversized") && listed.contains("[reduced]"), "{listed}");
+    let (code, only, _) = dlq(&["list", "--code", "unknown_load", "--json"]);
+    assert_eq!(code, Some(0));
+    let entry: serde_json::Value = serde_json::from_str(only.trim()).expect("one JSON line");
+    assert_eq!(entry["load"], late.as_str());
+    let (code, shown, _) = dlq(&["show", "0:0"]);
+    assert_eq!(code, Some(0));
+    assert!(shown.contains("dlq-error-code: unknown_load") && shown.contains(&early_sms.event_id), "{shown}");
+    assert_eq!(dlq(&["show", "0:99"]).0, Some(1), "a position with no dead letter");
+    assert_eq!(dlq(&["show", "nonsense"]).0, Some(2), "a bad position");
+
+    // Dry run: nothing is published.
+    let (code, out, err) = dlq(&["redrive", "--code", "unknown_load", "--dry-run"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("would redrive") && err.contains("1 chosen, 1 would redrive"), "{out}{err}");
+    // Register the load, then redrive: the SMS is decided.
+    common::produce(&kafka, &events_topic, &[common::registration(&late)]).await;
+    let (code, out, err) = dlq(&["redrive", "--code", "unknown_load"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(err.contains("1 chosen, 1 redriven"), "{err}");
+    common::eventually(60, "the redriven SMS decided", || {
+        let id = early_sms.event_id.clone();
+        let decisions = &decisions;
+        async move { if decisions(id).await == 1 { Ok(()) } else { Err("not yet".into()) } }
+    })
+    .await;
+    // Again: published again, recognized, decided once still.
+    assert_eq!(dlq(&["redrive", "--code", "unknown_load"]).0, Some(0));
+    // The reduced one comes back whole from dead_letters (and, still oversized, is dead-lettered
+    // again: a third DLQ record pointing at its new source offset).
+    let (code, out, err) = dlq(&["redrive", "--code", "oversized"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(err.contains("1 chosen, 1 redriven"), "{out}{err}");
+    common::eventually(60, "the redriven email dead-lettered again", || {
+        let l = dlq(&["list", "--code", "oversized"]);
+        async move { if l.1.lines().count() == 2 { Ok(()) } else { Err(format!("{l:?}")) } }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(decisions(early_sms.event_id.clone()).await, 1, "a second redrive decides nothing twice");
+    let _ = worker.kill().await;
+    db.drop_database().await;
 }

@@ -7,11 +7,13 @@
 //! `crash-points` feature (the test suite turns it on, `load-agent/crash-points`); a release
 //! build leaves them out and `crash_point` is an empty inline function. The points:
 //!
-//! | point                  | where                                                              |
-//! |------------------------|--------------------------------------------------------------------|
-//! | `worker.after_append`  | the consumer: the append committed, the offset not yet stored      |
-//! | `relay.after_send`     | the relay: the destination accepted the action, the row not marked |
-//! | `pump.after_publish`   | the timer pump: `timer_fired` published, the timer not marked      |
+//! | point                    | where                                                              |
+//! |--------------------------|--------------------------------------------------------------------|
+//! | `worker.after_append`    | the consumer: the append committed, the offset not yet stored      |
+//! | `worker.group_commit`    | a group commit of two or more loads committed, no run answered yet |
+//! | `relay.after_send`       | the relay: the destination accepted the action, the row not marked |
+//! | `relay.after_send_batch` | the relay: a claimed batch was sent, no outcome published, no mark |
+//! | `pump.after_publish`     | the timer pump: `timer_fired` published, the timer not marked      |
 
 #[cfg(feature = "crash-points")]
 use std::sync::OnceLock;
@@ -22,7 +24,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const CRASH_AT_ENV: &str = "LOAD_AGENT_CRASH_AT";
 
 /// Every crash point the code passes through.
-pub const CRASH_POINTS: [&str; 3] = ["worker.after_append", "relay.after_send", "pump.after_publish"];
+pub const CRASH_POINTS: [&str; 5] = [
+    "worker.after_append",
+    "worker.group_commit",
+    "relay.after_send",
+    "relay.after_send_batch",
+    "pump.after_publish",
+];
 
 #[cfg(feature = "crash-points")]
 struct Armed {
@@ -88,6 +96,7 @@ mod tests {
     fn a_spec_names_a_known_point_and_an_optional_pass() {
         assert_eq!(parse("relay.after_send"), Some(("relay.after_send".into(), 1)));
         assert_eq!(parse("worker.after_append:25"), Some(("worker.after_append".into(), 25)));
+        assert_eq!(parse("relay.after_send_batch:2"), Some(("relay.after_send_batch".into(), 2)));
         assert_eq!(parse("worker.after_append:0"), None);
         assert_eq!(parse("worker.after_apend"), None);
         assert_eq!(parse("pump.after_publish:x"), None);

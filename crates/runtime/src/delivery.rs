@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use load_agent_domain::{Action, ActionBody, ActionKind, Destination, SlackTarget};
+use load_agent_domain::{Action, ActionBody, ActionKind, Destination, OutcomeStatus, SlackTarget};
 use serde::{Deserialize, Serialize};
 
 /// What the relay hands a service: the action as committed, with its key and the log version
@@ -63,6 +63,14 @@ impl DeliveryError {
 pub trait Destinations: Send + Sync + std::fmt::Debug {
     async fn send(&self, destination: Destination, command: &ActionCommand)
     -> Result<Receipt, DeliveryError>;
+
+    /// What a successful [`Destinations::send`] means, the status of the relay's
+    /// `action_outcome`: `delivered` when the destination is the delivery service itself (the
+    /// default, as the in-process services are), `published` when it is a topic the service
+    /// reads (Kafka): only the service can then say `delivered`.
+    fn sent_status(&self) -> OutcomeStatus {
+        OutcomeStatus::Delivered
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -14,8 +14,10 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 
 use crate::alerts::OpsAlerts;
+use crate::cache::{CacheConfig, SnapshotCache};
 use crate::clock::Clock;
 use crate::delivery::{Destinations, FakeServices};
+use crate::group_commit::{GroupCommit, GroupCommitConfig};
 use crate::pump::{PumpConfig, TimerPump};
 use crate::queue::{InProcessQueue, LoadQueue, QueueError};
 use crate::relay::{Relay, RelayConfig};
@@ -37,6 +39,8 @@ pub struct InProcessRuntime {
     pub relay: Arc<Relay>,
     pub pump: Arc<TimerPump>,
     pub snapshots: Arc<dyn SnapshotSource>,
+    /// The snapshot cache behind `snapshots`, when [`RuntimeConfig::cache`] asks for one.
+    pub cache: Option<SnapshotCache>,
     pub fakes: FakeServices,
     pub alerts: OpsAlerts,
     pub clock: Arc<dyn Clock>,
@@ -49,13 +53,32 @@ impl std::fmt::Debug for InProcessRuntime {
 }
 
 /// Options of [`InProcessRuntime::new`].
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct RuntimeConfig {
     pub worker: WorkerConfig,
     pub relay: RelayConfig,
     pub pump: PumpConfig,
     /// Pending events the queue holds at most; `None` for [`InProcessQueue::DEFAULT_CAPACITY`].
     pub queue_capacity: Option<usize>,
+    /// The worker's snapshot cache, as the Kafka consumer has it; `None` projects the whole log
+    /// on every run.
+    pub cache: Option<CacheConfig>,
+    /// How the worker's appends are grouped across loads ([`GroupCommitConfig::OFF`] here by
+    /// default: the evals run one event at a time; `serve` turns it on from its settings).
+    pub group_commit: GroupCommitConfig,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            worker: WorkerConfig::default(),
+            relay: RelayConfig::default(),
+            pump: PumpConfig::default(),
+            queue_capacity: None,
+            cache: Some(CacheConfig::default()),
+            group_commit: GroupCommitConfig::OFF,
+        }
+    }
 }
 
 /// What one [`InProcessRuntime::settle`] did.
@@ -97,10 +120,15 @@ impl InProcessRuntime {
         let queue =
             Arc::new(InProcessQueue::new(config.queue_capacity.unwrap_or(InProcessQueue::DEFAULT_CAPACITY)));
         let dyn_queue: Arc<dyn LoadQueue> = queue.clone();
-        let snapshots: Arc<dyn SnapshotSource> = Arc::new(LogProjection::new(stores.events.clone()));
+        let cache = config.cache.map(|c| SnapshotCache::new(stores.events.clone(), c));
+        let snapshots: Arc<dyn SnapshotSource> = match &cache {
+            Some(cache) => Arc::new(cache.clone()),
+            None => Arc::new(LogProjection::new(stores.events.clone())),
+        };
         let alerts = OpsAlerts::new();
-        let worker = Worker::new(stores.events.clone(), snapshots.clone(), agent, llm, clock.clone())
-            .with_config(config.worker);
+        let appends = GroupCommit::wrap(stores.events.clone(), config.group_commit);
+        let worker =
+            Worker::new(appends, snapshots.clone(), agent, llm, clock.clone()).with_config(config.worker);
         let relay = Relay::new(
             stores.outbox.clone(),
             stores.timers.clone(),
@@ -109,6 +137,7 @@ impl InProcessRuntime {
             clock.clone(),
         )
         .with_config(config.relay)
+        .with_wakeup(worker.commit_signal())
         .with_alerts(alerts.clone())
         .with_timer_faults(fakes.clone());
         let pump = TimerPump::new(stores.timers.clone(), dyn_queue, clock.clone()).with_config(config.pump);
@@ -121,6 +150,7 @@ impl InProcessRuntime {
             relay: Arc::new(relay),
             pump: Arc::new(pump),
             snapshots,
+            cache,
             fakes,
             alerts,
             clock,

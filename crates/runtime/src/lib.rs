@@ -6,6 +6,7 @@
 //! - [`queue`]: [`LoadQueue`] and [`InProcessQueue`]: FIFO per load, one run in flight per load.
 //! - [`snapshot`]: [`SnapshotSource`] (where a run's state comes from) and [`LogProjection`].
 //! - [`worker`]: [`Worker`]: one run per event (`process_one`) and the consumer loop.
+//! - [`group_commit`]: [`GroupCommit`]: appends of different loads grouped into one transaction.
 //! - [`delivery`]: the channel contract ([`Destinations`], [`ActionCommand`], [`Receipt`],
 //!   [`DeliveryError`]) and [`FakeServices`], the in-process fakes with fault injection.
 //! - [`relay`]: [`Relay`], ADR 0003's dispatcher (`relay_once` and the loop), [`RetryPolicy`].
@@ -22,19 +23,23 @@
 //! [`Destinations`].
 
 pub mod alerts;
+pub mod cache;
 pub mod clock;
 pub mod crash;
 pub mod delivery;
 pub mod eval;
+pub mod group_commit;
 pub mod harness;
 pub mod pump;
 pub mod queue;
 pub mod relay;
 pub mod shutdown;
 pub mod snapshot;
+pub mod stages;
 pub mod worker;
 
 pub use alerts::{OpsAlert, OpsAlerts};
+pub use cache::{CacheConfig, CacheStats, CacheWeigher, SnapshotCache};
 pub use clock::{Clock, FakeClock, SystemClock};
 pub use crash::crash_point;
 pub use delivery::{
@@ -42,10 +47,12 @@ pub use delivery::{
     Receipt,
 };
 pub use eval::{EvalError, EvalSummary, run_eval};
+pub use group_commit::{GroupCommit, GroupCommitConfig};
 pub use harness::{InProcessRuntime, RuntimeConfig, SettleError, SettleReport};
 pub use pump::{PumpConfig, PumpReport, TimerPump, timer_fired_event};
 pub use queue::{Delivery, InProcessQueue, LoadQueue, QueueError};
 pub use relay::{Relay, RelayConfig, RelayReport, RetryPolicy};
 pub use shutdown::{Shutdown, ShutdownTrigger, shutdown_channel};
 pub use snapshot::{LogProjection, SnapshotSource};
+pub use stages::{Stage, StageSink};
 pub use worker::{DeadLetters, LogDeadLetters, RunOutcome, Worker, WorkerConfig, outbox_rows};

@@ -1,26 +1,54 @@
-//! The outbox relay, ADR 0003's dispatcher. One pass ([`Relay::relay_once`]) claims due rows,
-//! re-checks each claim right before its send, sends it (timer rows are applied to the
-//! [`TimerStore`]), marks it, and publishes its outcome to the load queue. [`Relay::run`] is
-//! the loop.
+//! The outbox relay, ADR 0003's dispatcher. One pass ([`Relay::relay_once`]) claims due rows
+//! and handles the claimed batch in three steps, each over the whole batch:
 //!
-//! Failures:
+//! 1. **send** every row (timer rows are applied to the [`TimerStore`]), up to
+//!    `relay.concurrency` at once, without waiting for one acknowledgement before the next send:
+//!    the producer keeps many in flight;
+//! 2. **settle**: publish the `action_outcome` of every delivered row to the load queue, together
+//!    (concurrently, the same width); failed rows take their failure path (below) here too;
+//! 3. **mark** every delivered row whose outcome was published in ONE statement,
+//!    [`Outbox::mark_dispatched_batch`], which checks each row's claim token: a row whose claim
+//!    was lost is reported stale, the others are marked.
+//!
+//! [`Relay::run`] is the loop.
+//!
+//! Order per load and destination: a claimed batch never holds two rows of one load and
+//! destination. The claim (`Outbox::pending`, both backends) hands a row out only when no
+//! earlier pending row of its load and destination exists, and a claimed but unmarked row is
+//! still pending; so the next row of that load and destination cannot be claimed before this
+//! batch's mark (or the lease's end), and sending a whole batch at once keeps order.
+//!
+//! What protects a send, now that there is no per-row re-check round trip:
+//! - the claim's lease (90 s): no other relay can take a row before its `lease_until`. Right
+//!   before each send the relay compares the claim's `lease_until` with its clock; a lease that
+//!   already ran out (a slow batch, a paused process) is left alone and counted stale, without
+//!   a send. That is the test the old `recheck_claim` made in the database, since the store
+//!   hands a row over only once its lease has passed, by the clock of the claiming relay;
+//! - the batch mark checks each token: a row taken over during its send (the send outlasted the
+//!   lease) is reported stale, exactly as the per-row mark did, and the new holder's re-send
+//!   is deduplicated by the service on the idempotency key (ADR 0003, "Late FAILED next to
+//!   DELIVERED"). Sends of one batch run side by side, so a batch takes about one send's time,
+//!   well inside the lease.
+//!
+//! Failures (the rules of ADR 0003, row by row, unchanged):
 //! - retryable: `mark_failed` with a retry time on a capped exponential curve;
 //! - permanent, or retries spent: the row is dead, a failed `action_outcome` goes to the queue
 //!   (the agent turns a failed external action into an urgent Hero task) and Hero-channel and
 //!   internal actions raise an ops alert instead;
-//! - a failure after the send (publishing the outcome, marking the row) counts as an attempt
-//!   and backs off like any other; the service dedupes the re-send on the idempotency key.
+//! - a failure after the send (publishing the outcome, or the batch mark failing with a store
+//!   error) counts as an attempt and backs off like any other; the service dedupes the re-send
+//!   on the idempotency key.
 //!
 //! The retry budget (150 s) is measured from the row's `first_attempt_at`. The first retry is
 //! always allowed; a later retry that would land after the budget kills the row.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use futures::StreamExt;
 use load_agent_domain::{ActionBody, EventKind, InboundEvent, OutcomeStatus, action_outcome_event_id};
-use load_agent_store::{ClaimedRow, NextAttempt, Outbox, StoreError, TimerRow, TimerStore};
+use load_agent_store::{ClaimedRow, DispatchedMark, NextAttempt, Outbox, StoreError, TimerRow, TimerStore};
 use serde::Serialize;
 use tracing::{Instrument, debug, error, info_span, warn};
 
@@ -29,6 +57,7 @@ use crate::clock::Clock;
 use crate::delivery::{ActionCommand, DeliveryError, Destinations, FakeServices, Receipt};
 use crate::queue::LoadQueue;
 use crate::shutdown::Shutdown;
+use crate::stages::{self, Stage};
 
 /// Backoff and budget of failed sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,11 +125,18 @@ pub struct RelayConfig {
     /// Pause of the loop after a pass that found nothing to do.
     pub idle_poll: Duration,
     pub retry: RetryPolicy,
-    /// Rows of one claimed batch handled at once. A batch never holds two rows of one load and
-    /// destination (the claim hands out a row only when no earlier row of its load and
-    /// destination is pending), so per-load order holds at any value. 1 (the default) keeps
-    /// evals and replays in one deterministic order; the service runs `relay.concurrency`.
+    /// Rows of one claimed batch in flight at once, in its send step and in its outcome step.
+    /// A batch never holds two rows of one load and destination (the claim hands out a row only
+    /// when no earlier row of its load and destination is pending), so per-load order holds at
+    /// any value. 1 (the default) keeps evals and replays in one deterministic order; the
+    /// service runs `relay.concurrency`.
     pub concurrency: usize,
+    /// Passes running at once in [`Relay::run`] (each claims, sends, publishes and marks its own
+    /// batch). The claim hands out a row only when no earlier row of its load and destination is
+    /// pending, leased ones included, so two passes never hold rows that could reorder: several
+    /// loops in one process are as safe as several relay processes. While one pass waits on the
+    /// destinations' acknowledgements, the next claims and sends.
+    pub loops: usize,
 }
 
 impl Default for RelayConfig {
@@ -110,6 +146,7 @@ impl Default for RelayConfig {
             idle_poll: Duration::from_millis(500),
             retry: RetryPolicy::default(),
             concurrency: 1,
+            loops: 1,
         }
     }
 }
@@ -123,7 +160,8 @@ pub struct RelayReport {
     pub timers_applied: usize,
     pub retried: usize,
     pub dead: usize,
-    /// Rows whose claim no longer held at the re-check or at the mark: left alone.
+    /// Rows whose claim no longer held: its lease ran out before the send (nothing sent), or
+    /// the batch mark found it taken over or already marked. Left alone.
     pub stale: usize,
     /// Outcomes that could not be published.
     pub publish_failures: usize,
@@ -162,6 +200,8 @@ pub struct Relay {
     alerts: OpsAlerts,
     config: RelayConfig,
     timer_faults: Option<FakeServices>,
+    /// Ends an idle wait early: a worker in the same process committed outbox rows.
+    wakeup: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl std::fmt::Debug for Relay {
@@ -173,6 +213,26 @@ impl std::fmt::Debug for Relay {
 enum Sent {
     Delivered(Receipt),
     Failed(DeliveryError),
+    /// The claim's lease ran out before the send: nothing was sent.
+    LeaseLost,
+}
+
+/// A row after step 1: what its send did, at the time it was sent.
+struct Handled {
+    row: ClaimedRow,
+    now: DateTime<Utc>,
+    sent: Sent,
+}
+
+/// A delivered row whose outcome was published: step 3 marks it.
+struct ToMark {
+    row: ClaimedRow,
+    now: DateTime<Utc>,
+    receipt: Receipt,
+}
+
+fn span(row: &ClaimedRow) -> tracing::Span {
+    info_span!("relay", load_id = %row.load_id, key = %row.id, destination = row.destination.as_str())
 }
 
 impl Relay {
@@ -192,11 +252,20 @@ impl Relay {
             alerts: OpsAlerts::new(),
             config: RelayConfig::default(),
             timer_faults: None,
+            wakeup: None,
         }
     }
 
     pub fn with_config(mut self, config: RelayConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Wakes the idle relay when `signal` is notified (`Worker::commit_signal` of a worker in
+    /// the same process), so a commit's rows go out without waiting for the next poll; the poll
+    /// stays for rows committed elsewhere.
+    pub fn with_wakeup(mut self, signal: Arc<tokio::sync::Notify>) -> Self {
+        self.wakeup = Some(signal);
         self
     }
 
@@ -220,40 +289,64 @@ impl Relay {
         self.config
     }
 
-    /// One pass at `now`: claims up to `batch` due rows and handles each.
+    /// One pass at `now`: claims up to `batch` due rows, sends them all, publishes their
+    /// outcomes, then marks the delivered ones in one statement (see the module doc).
     pub async fn relay_once(&self, now: DateTime<Utc>) -> Result<RelayReport, StoreError> {
+        let started = Instant::now();
         let rows = self.outbox.pending(self.config.batch, now).await?;
         let mut report = RelayReport { claimed: rows.len(), ..RelayReport::default() };
-        let per_row = futures::stream::iter(rows)
+        if rows.is_empty() {
+            return Ok(report);
+        }
+        stages::observe(Stage::Claim, started.elapsed());
+        let width = self.config.concurrency.max(1);
+        // 1. Send. `buffered` keeps the batch's order in what it returns (and, at width 1, in the
+        // sends themselves: evals and replays stay deterministic).
+        let sent = futures::stream::iter(rows)
             .map(|row| async move {
-                let span = info_span!("relay", load_id = %row.load_id, key = %row.id, destination = row.destination.as_str());
                 // Time moves during a pass (sends take time): each row reads the clock again, so
-                // the re-check right before its send sees whether its lease still holds.
+                // the lease check right before its send sees whether its lease still holds.
                 let row_now = self.clock.now().max(now);
-                let mut one = RelayReport::default();
-                self.handle(row, row_now, &mut one).instrument(span).await;
-                one
+                let started = Instant::now();
+                let sent = self.send(&row, row_now).instrument(span(&row)).await;
+                stages::observe(Stage::Send, started.elapsed());
+                Handled { row, now: row_now, sent }
             })
-            .buffered(self.config.concurrency.max(1))
+            .buffered(width)
             .collect::<Vec<_>>()
             .await;
-        for one in per_row {
+        crate::crash::crash_point("relay.after_send_batch");
+        // 2. Settle: publish the outcomes (and take the failure paths) of the batch together.
+        let started = Instant::now();
+        let settled = futures::stream::iter(sent)
+            .map(|handled| async move {
+                let span = span(&handled.row);
+                let mut one = RelayReport::default();
+                let to_mark = self.settle(handled, &mut one).instrument(span).await;
+                (one, to_mark)
+            })
+            .buffered(width)
+            .collect::<Vec<_>>()
+            .await;
+        stages::observe(Stage::Outcome, started.elapsed());
+        let mut to_mark = Vec::with_capacity(settled.len());
+        for (one, delivered) in settled {
             report.absorb(one);
+            to_mark.extend(delivered);
         }
+        // 3. Mark every delivered row in one statement.
+        let started = Instant::now();
+        self.mark_delivered(to_mark, now, &mut report).await;
+        stages::observe(Stage::Mark, started.elapsed());
         Ok(report)
     }
 
-    async fn handle(&self, row: ClaimedRow, now: DateTime<Utc>, report: &mut RelayReport) {
-        // The re-check right before the send: a claim that expired (or was taken over) is left
-        // to its new holder.
-        if let Err(e) = self.outbox.recheck_claim(&row.id, row.claim_token, now).await {
-            if e.is_stale() {
-                report.stale += 1;
-            } else {
-                report.mark_failures += 1;
-                warn!(error = %e, "claim re-check failed; the lease will expire");
-            }
-            return;
+    /// Step 1 for one row: the lease check, then the send (or the TimerStore).
+    async fn send(&self, row: &ClaimedRow, now: DateTime<Utc>) -> Sent {
+        // The claim's lease ran out before the send (a slow batch, a paused process): another
+        // relay may hold the row now. Left alone, no send.
+        if now >= row.lease_until {
+            return Sent::LeaseLost;
         }
         let command = ActionCommand {
             idempotency_key: row.id.clone(),
@@ -264,7 +357,7 @@ impl Relay {
         let sent = if row.destination == load_agent_domain::Destination::Timer {
             match self.timer_faults.as_ref().and_then(|f| f.injected_failure(row.destination, &command)) {
                 Some(e) => Sent::Failed(e),
-                None => self.apply_timer(&row, now).await,
+                None => self.apply_timer(row, now).await,
             }
         } else {
             match self.destinations.send(row.destination, &command).await {
@@ -275,35 +368,43 @@ impl Relay {
                 Err(e) => Sent::Failed(e),
             }
         };
+        let result = match &sent {
+            Sent::Delivered(_) => "delivered",
+            Sent::Failed(DeliveryError::Retryable(_)) => "retryable",
+            Sent::Failed(DeliveryError::Permanent(_)) => "permanent",
+            Sent::LeaseLost => return sent,
+        };
         metrics::counter!(
             "load_agent_relay_sends_total",
             "destination" => row.destination.as_str(),
-            "result" => match &sent {
-                Sent::Delivered(_) => "delivered",
-                Sent::Failed(DeliveryError::Retryable(_)) => "retryable",
-                Sent::Failed(DeliveryError::Permanent(_)) => "permanent",
-            }
+            "result" => result
         )
         .increment(1);
+        sent
+    }
+
+    /// Step 2 for one row: a delivered row publishes its delivered outcome and is returned to be
+    /// marked; a failed row takes its failure path (retry, or bury with a failed outcome).
+    async fn settle(&self, handled: Handled, report: &mut RelayReport) -> Option<ToMark> {
+        let Handled { row, now, sent } = handled;
         let failures = row.attempts + 1;
         match sent {
+            Sent::LeaseLost => {
+                report.stale += 1;
+                debug!("the claim's lease ran out before the send: left to its next holder");
+                None
+            }
             Sent::Delivered(receipt) => {
-                if row.destination == load_agent_domain::Destination::Timer {
+                // A timer row is applied here, by the relay itself; anything else is as done as
+                // its destination can say (`published` on Kafka, `delivered` in-process).
+                let status = if row.destination == load_agent_domain::Destination::Timer {
                     report.timers_applied += 1;
-                }
-                match self.queue.publish(self.outcome(&row, OutcomeStatus::Delivered, None, now)).await {
-                    Ok(()) => {
-                        match self.outbox.mark_dispatched(&row.id, row.claim_token, &receipt.id, now).await {
-                            Ok(()) => report.delivered += 1,
-                            Err(e) if e.is_stale() => report.stale += 1,
-                            Err(e) => {
-                                report.mark_failures += 1;
-                                let why =
-                                    format!("delivered (receipt {}) but marking it failed: {e}", receipt.id);
-                                self.after_send_failure(&row, failures, &why, now, report).await;
-                            }
-                        }
-                    }
+                    OutcomeStatus::Delivered
+                } else {
+                    self.destinations.sent_status()
+                };
+                match self.queue.publish(self.outcome(&row, status, None, now)).await {
+                    Ok(()) => Some(ToMark { row, now, receipt }),
                     Err(e) => {
                         report.publish_failures += 1;
                         let why = format!(
@@ -311,6 +412,7 @@ impl Relay {
                             receipt.id
                         );
                         self.after_send_failure(&row, failures, &why, now, report).await;
+                        None
                     }
                 }
             }
@@ -322,9 +424,61 @@ impl Relay {
                         self.bury(&row, &why, failures, now, report).await
                     }
                 }
+                None
             }
             Sent::Failed(DeliveryError::Permanent(reason)) => {
-                self.bury(&row, &reason, failures, now, report).await
+                self.bury(&row, &reason, failures, now, report).await;
+                None
+            }
+        }
+    }
+
+    /// Step 3: one batch mark of the delivered rows. A row whose claim was lost is stale; when
+    /// the mark itself fails (a store error), every row of it takes the after-send failure path.
+    async fn mark_delivered(&self, rows: Vec<ToMark>, now: DateTime<Utc>, report: &mut RelayReport) {
+        if rows.is_empty() {
+            return;
+        }
+        let marks: Vec<DispatchedMark> = rows
+            .iter()
+            .map(|m| DispatchedMark {
+                id: m.row.id.clone(),
+                token: m.row.claim_token,
+                receipt: m.receipt.id.clone(),
+            })
+            .collect();
+        let mark_now = self.clock.now().max(now);
+        match self.outbox.mark_dispatched_batch(&marks, mark_now).await {
+            Ok(results) => {
+                for (m, result) in rows.iter().zip(results) {
+                    match result {
+                        Ok(()) => report.delivered += 1,
+                        Err(_) => {
+                            report.stale += 1;
+                            debug!(key = %m.row.id, load_id = %m.row.load_id, "delivered, but the claim was lost: stale");
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, rows = rows.len(), "marking a delivered batch failed");
+                let e = &e;
+                let failed = futures::stream::iter(rows)
+                    .map(|m| async move {
+                        let mut one = RelayReport { mark_failures: 1, ..RelayReport::default() };
+                        let why = format!("delivered (receipt {}) but marking it failed: {e}", m.receipt.id);
+                        let span = span(&m.row);
+                        self.after_send_failure(&m.row, m.row.attempts + 1, &why, m.now, &mut one)
+                            .instrument(span)
+                            .await;
+                        one
+                    })
+                    .buffered(self.config.concurrency.max(1))
+                    .collect::<Vec<_>>()
+                    .await;
+                for one in failed {
+                    report.absorb(one);
+                }
             }
         }
     }
@@ -485,8 +639,26 @@ impl Relay {
         }
     }
 
-    /// Relays until shutdown, pausing `idle_poll` after a pass that found nothing.
-    pub async fn run(self: Arc<Self>, mut shutdown: Shutdown) {
+    /// Relays until shutdown with `loops` loops of passes, each pausing `idle_poll` after a pass
+    /// that found nothing.
+    pub async fn run(self: Arc<Self>, shutdown: Shutdown) {
+        let loops = self.config.loops.max(1);
+        if loops == 1 {
+            return self.run_loop(shutdown).await;
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..loops {
+            tasks.spawn(self.clone().run_loop(shutdown.clone()));
+        }
+        while let Some(res) = tasks.join_next().await {
+            if let Err(e) = res {
+                error!(error = %e, "a relay loop ended abnormally");
+            }
+        }
+    }
+
+    /// One loop of passes until shutdown.
+    async fn run_loop(self: Arc<Self>, mut shutdown: Shutdown) {
         loop {
             if shutdown.is_shutdown() {
                 return;
@@ -500,9 +672,16 @@ impl Relay {
                 }
             };
             if !busy {
+                let woken = async {
+                    match &self.wakeup {
+                        Some(signal) => signal.notified().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     _ = shutdown.recv() => return,
                     _ = tokio::time::sleep(self.config.idle_poll) => {}
+                    _ = woken => {}
                 }
             }
         }

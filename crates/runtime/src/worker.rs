@@ -14,7 +14,7 @@
 //! [`Worker::run`] is the loop over a [`LoadQueue`].
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use load_agent_agent::{
@@ -30,6 +30,7 @@ use crate::clock::Clock;
 use crate::queue::{Delivery, LoadQueue};
 use crate::shutdown::Shutdown;
 use crate::snapshot::SnapshotSource;
+use crate::stages::{self, Stage};
 
 /// Bounds of one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +104,9 @@ pub struct Worker {
     llm: Arc<dyn LlmClient>,
     clock: Arc<dyn Clock>,
     config: WorkerConfig,
+    /// Notified after each commit that wrote outbox rows: a relay in the same process waits on
+    /// it instead of sleeping out its idle poll ([`crate::Relay::with_wakeup`]).
+    committed_rows: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -119,7 +123,21 @@ impl Worker {
         llm: Arc<dyn LlmClient>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Worker { events, snapshots, lock: None, agent, llm, clock, config: WorkerConfig::default() }
+        Worker {
+            events,
+            snapshots,
+            lock: None,
+            agent,
+            llm,
+            clock,
+            config: WorkerConfig::default(),
+            committed_rows: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    /// Notified after each commit that wrote outbox rows (for a relay in the same process).
+    pub fn commit_signal(&self) -> Arc<tokio::sync::Notify> {
+        self.committed_rows.clone()
     }
 
     pub fn with_config(mut self, config: WorkerConfig) -> Self {
@@ -179,10 +197,13 @@ impl Worker {
         let mut conflicts = 0u32;
         let mut fallback: Option<String> = None;
         loop {
+            let started = Instant::now();
             let state = match self.snapshots.snapshot(&load_id).await {
                 Ok(s) => s,
                 Err(e) => return RunOutcome::GiveBack { reason: format!("reading the log: {e}") },
             };
+            stages::observe(Stage::Snapshot, started.elapsed());
+            let started = Instant::now();
             if state.event_ids.contains(&event.event_id) {
                 return self.already_logged(&event, None).await;
             }
@@ -200,8 +221,15 @@ impl Worker {
             let new_version = state.version + 2;
             let rows = outbox_rows(&decision, new_version);
             let entries = [LogEntry::Event(prepared), LogEntry::Decision(decision.clone())];
-            match self.events.append(&load_id, &entries, state.version, &rows).await {
+            stages::observe(Stage::Decide, started.elapsed());
+            let started = Instant::now();
+            let appended = self.events.append(&load_id, &entries, state.version, &rows).await;
+            stages::observe(Stage::Append, started.elapsed());
+            match appended {
                 Ok(version) => {
+                    if !rows.is_empty() {
+                        self.committed_rows.notify_one();
+                    }
                     self.snapshots.committed(&state, &entries, version).await;
                     return RunOutcome::Committed { decision, version, conflicts };
                 }

@@ -20,12 +20,12 @@ use chrono::{DateTime, TimeDelta, Utc};
 use load_agent_agent::Agent;
 use load_agent_domain::{
     Action, ActionBody, Contact, Destination, EmailThread, EventKind, InboundEvent, Language, LoadRegistered,
-    LoadState, LogEntry, RiskBand, Role, SlackTarget, Stop, StopKind,
+    LogEntry, RiskBand, Role, SlackTarget, Stop, StopKind,
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
-    ActionCommand, Clock, DeliveryError, Destinations, FakeClock, InProcessQueue, LoadQueue, Receipt, Relay,
-    RelayConfig, RelayReport, RunOutcome, SnapshotSource, Worker,
+    ActionCommand, CacheConfig, Clock, DeliveryError, Destinations, FakeClock, InProcessQueue, LoadQueue,
+    Receipt, Relay, RelayConfig, RelayReport, RunOutcome, SnapshotCache, SnapshotSource, Worker,
 };
 use load_agent_store::{
     AppendError, AppendRequest, EventStore, NewOutboxRow, OutboxStatus, PgStore, SqliteStore, StoreError,
@@ -121,6 +121,7 @@ on_both_backends!(
     two_workers_racing_over_one_load_give_one_decision_per_event,
     two_relays_never_send_a_row_twice_while_its_lease_holds,
     an_expired_lease_is_taken_over_and_each_row_is_sent_once_more,
+    relay_loops_in_one_process_send_each_row_once_and_in_order,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -270,56 +271,6 @@ async fn seed_outbox(events: &dyn EventStore, loads: &[String], rounds: usize) -
 // ---------------------------------------------------------------------------------------------
 // Test doubles.
 
-/// A snapshot cache per worker (what the Kafka consumer's moka cache does): keeps the state,
-/// reads only the entries after its cached version, applies its own commits, forgets a load
-/// on conflict.
-struct CachedSnapshots {
-    events: Arc<dyn EventStore>,
-    states: Mutex<HashMap<String, LoadState>>,
-}
-
-impl CachedSnapshots {
-    fn new(events: Arc<dyn EventStore>) -> Self {
-        CachedSnapshots { events, states: Mutex::new(HashMap::new()) }
-    }
-
-    fn states(&self) -> std::sync::MutexGuard<'_, HashMap<String, LoadState>> {
-        self.states.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-#[async_trait]
-impl SnapshotSource for CachedSnapshots {
-    async fn snapshot(&self, load_id: &str) -> Result<LoadState, StoreError> {
-        let cached = self.states().get(load_id).cloned();
-        let mut state = cached.unwrap_or_else(|| LoadState::new(load_id));
-        let (entries, version) = self.events.read_since(load_id, state.version).await?;
-        state.apply_all(&entries);
-        if state.version != version {
-            return Err(StoreError::Corrupt(format!(
-                "{load_id}: state at {}, log at {version}",
-                state.version
-            )));
-        }
-        self.states().insert(load_id.to_owned(), state.clone());
-        Ok(state)
-    }
-
-    async fn committed(&self, before: &LoadState, entries: &[LogEntry], new_version: u64) {
-        let mut state = before.clone();
-        state.apply_all(entries);
-        if state.version == new_version {
-            self.states().insert(state.load_id.clone(), state);
-        } else {
-            self.states().remove(&before.load_id);
-        }
-    }
-
-    async fn invalidate(&self, load_id: &str) {
-        self.states().remove(load_id);
-    }
-}
-
 /// An event store handle that counts the appends it refused for a race: a version conflict, or
 /// an entry already appended by the other worker.
 struct CountingRefusals {
@@ -434,12 +385,14 @@ where
     let refused = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..2 {
-        // Each worker is its own process: its own store handle and its own snapshot cache.
+        // Each worker is its own process: its own store handle and its own snapshot cache (the
+        // one both modes run).
         let stores = db.open().await;
         let events_store: Arc<dyn EventStore> =
             Arc::new(CountingRefusals { inner: stores.events.clone(), refused: refused.clone() });
         let llm: Arc<dyn LlmClient> = Arc::new(FakeLlm::new());
-        let snapshots: Arc<dyn SnapshotSource> = Arc::new(CachedSnapshots::new(events_store.clone()));
+        let snapshots: Arc<dyn SnapshotSource> =
+            Arc::new(SnapshotCache::new(events_store.clone(), CacheConfig::default()));
         let worker = Worker::new(events_store, snapshots, agent.clone(), llm, Arc::new(clock.clone()));
         let (events, start) = (events.clone(), start.clone());
         tasks.push(tokio::spawn(async move {
@@ -599,6 +552,76 @@ where
             let receipt = row.receipt.expect("a receipt");
             let sender = if a.contains_key(&row.id) { "a" } else { "b" };
             assert_eq!(receipt, format!("{sender}:{}", row.id), "marked by the relay that sent it");
+        }
+    }
+    drop(stores);
+    db.cleanup().await;
+}
+
+/// A delivery service that records the order of the keys it is sent.
+#[derive(Debug, Clone, Default)]
+struct OrderedServices {
+    sent: Arc<Mutex<Vec<String>>>,
+}
+
+#[async_trait]
+impl Destinations for OrderedServices {
+    async fn send(&self, _: Destination, command: &ActionCommand) -> Result<Receipt, DeliveryError> {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        self.sent.lock().unwrap_or_else(|p| p.into_inner()).push(command.idempotency_key.clone());
+        Ok(Receipt { id: command.idempotency_key.clone() })
+    }
+}
+
+async fn relay_loops_in_one_process_send_each_row_once_and_in_order<F, Fut>(db: F)
+where
+    F: FnOnce(StoreOptions) -> Fut,
+    Fut: Future<Output = Db>,
+{
+    let db = db(StoreOptions::default()).await;
+    let loads: Vec<String> = (0..8).map(|_| unique("L")).collect();
+    let stores = db.open().await;
+    let ids = seed_outbox(&*stores.events, &loads, 3).await;
+    let services = OrderedServices::default();
+    let queue: Arc<dyn LoadQueue> = Arc::new(InProcessQueue::new(100_000));
+    let clock = FakeClock::new(t0() + TimeDelta::minutes(1));
+    let relay = Relay::new(
+        stores.outbox.clone(),
+        stores.timers.clone(),
+        Arc::new(services.clone()),
+        queue,
+        Arc::new(clock.clone()),
+    )
+    .with_config(RelayConfig {
+        batch: 6,
+        concurrency: 4,
+        loops: 3,
+        idle_poll: Duration::from_millis(10),
+        ..RelayConfig::default()
+    });
+    let (trigger, shutdown) = load_agent_runtime::shutdown_channel();
+    let running = tokio::spawn(Arc::new(relay).run(shutdown));
+    // Timer rows go to the TimerStore, not to the services.
+    let expected: HashSet<&String> = ids.iter().filter(|id| !id.ends_with("/timer")).collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while services.sent.lock().unwrap_or_else(|p| p.into_inner()).len() < expected.len() {
+        assert!(tokio::time::Instant::now() < deadline, "the relay loops did not send every row");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    trigger.shutdown();
+    running.await.expect("the relay stops");
+    let sent = services.sent.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let unique_sent: HashSet<&String> = sent.iter().collect();
+    assert_eq!(sent.len(), unique_sent.len(), "a row sent twice: {sent:?}");
+    assert_eq!(unique_sent, expected);
+    // Per load and destination, rounds go out in commit order (`{load}/{load}-seed{round}/{dest}`).
+    let mut last: HashMap<(String, String), String> = HashMap::new();
+    for key in &sent {
+        let mut parts = key.split('/');
+        let (load, event, dest) = (parts.next(), parts.next(), parts.next());
+        let (Some(load), Some(event), Some(dest)) = (load, event, dest) else { panic!("key {key}") };
+        if let Some(previous) = last.insert((load.to_owned(), dest.to_owned()), event.to_owned()) {
+            assert!(previous.as_str() < event, "{key} went out after {previous}");
         }
     }
     drop(stores);

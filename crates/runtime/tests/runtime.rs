@@ -1,7 +1,8 @@
 //! The worker, relay and pump, one unit of work at a time, on a fresh SQLite store each test.
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
@@ -13,14 +14,16 @@ use load_agent_domain::{
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
-    ActionCommand, Clock, DeliveryError, Destinations, FailMode, FakeClock, FakeServices, FaultRule,
-    InProcessQueue, LoadQueue, LogProjection, PumpConfig, Receipt, Relay, RetryPolicy, RunOutcome,
-    SnapshotSource, TimerPump, Worker,
+    ActionCommand, CacheConfig, Clock, DeliveryError, Destinations, FailMode, FakeClock, FakeServices,
+    FaultRule, InProcessQueue, InProcessRuntime, LoadQueue, LogProjection, PumpConfig, Receipt, Relay,
+    RelayConfig, RetryPolicy, RunOutcome, RuntimeConfig, SnapshotCache, SnapshotSource, TimerPump, Worker,
 };
 use load_agent_store::{
-    AppendError, AppendRequest, EventStore, NewOutboxRow, NextAttempt, SqliteStore, StoreError, StoreOptions,
+    AppendError, AppendRequest, ClaimError, ClaimedRow, DispatchedMark, EventStore, NewOutboxRow,
+    NextAttempt, Outbox, OutboxRowView, OutboxStatus, SqliteStore, StaleClaimError, StoreError, StoreOptions,
     Stores, TimerRow,
 };
+use uuid::Uuid;
 
 fn t(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s).map(|t| t.with_timezone(&Utc)).expect("test time")
@@ -539,7 +542,7 @@ impl Destinations for SlowService {
 }
 
 #[tokio::test]
-async fn the_claim_is_re_checked_right_before_each_send() {
+async fn a_row_whose_lease_ran_out_before_its_send_is_left_unsent_for_its_next_claim() {
     let env = Env::new().await;
     let worker = env.worker();
     env.register(&worker, "L1").await;
@@ -547,11 +550,284 @@ async fn the_claim_is_re_checked_right_before_each_send() {
     // SMS and a TMS note (one decision: a problem report).
     committed(worker.process_one(sms("L1", "sms_1", env.clock.now(), "truck broke down on I-80")).await);
     let slow = Arc::new(SlowService { clock: env.clock.clone(), sends: AtomicUsize::new(0) });
+    // One send at a time: the first takes 100 s, past the second row's 90 s lease.
     let relay = env.relay_to(slow.clone());
     let r = relay.relay_once(env.clock.now()).await.expect("relay");
-    assert_eq!(r.claimed, 2);
+    assert_eq!((r.claimed, r.delivered, r.stale), (2, 1, 1), "{r:?}");
     assert_eq!(slow.sends.load(Ordering::SeqCst), 1, "the second row's lease expired during the first send");
-    assert!(r.stale >= 1, "{r:?}");
+    let rows = env.stores.outbox.rows_for_load("L1").await.expect("rows");
+    let pending: Vec<_> = rows.iter().filter(|r| r.status == OutboxStatus::Pending).collect();
+    assert_eq!(pending.len(), 1, "the unsent row waits for its next claim: {rows:?}");
+    assert_eq!(pending[0].attempts, 0, "a lost lease is not an attempt");
+    // Its next claim sends it.
+    let r = relay.relay_once(env.clock.now()).await.expect("relay");
+    assert_eq!((r.claimed, r.delivered, r.stale), (1, 1, 0), "{r:?}");
+    assert_eq!(slow.sends.load(Ordering::SeqCst), 2);
+}
+
+/// The outbox as the relay sees it, counting its round trips; the batch mark can be made to
+/// fail as a database outage would.
+struct CountingOutbox {
+    inner: Arc<dyn Outbox>,
+    queue: Arc<InProcessQueue>,
+    rechecks: AtomicUsize,
+    single_marks: AtomicUsize,
+    /// (rows in the batch mark, outcomes on the queue when it was called)
+    batch_marks: Mutex<Vec<(usize, usize)>>,
+    fail_batch_mark: AtomicBool,
+}
+
+impl CountingOutbox {
+    fn new(env: &Env) -> Arc<CountingOutbox> {
+        Arc::new(CountingOutbox {
+            inner: env.stores.outbox.clone(),
+            queue: env.queue.clone(),
+            rechecks: AtomicUsize::new(0),
+            single_marks: AtomicUsize::new(0),
+            batch_marks: Mutex::new(Vec::new()),
+            fail_batch_mark: AtomicBool::new(false),
+        })
+    }
+
+    fn batch_marks(&self) -> Vec<(usize, usize)> {
+        self.batch_marks.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+#[async_trait]
+impl Outbox for CountingOutbox {
+    async fn pending(&self, limit: usize, now: DateTime<Utc>) -> Result<Vec<ClaimedRow>, StoreError> {
+        self.inner.pending(limit, now).await
+    }
+    async fn mark_dispatched(
+        &self,
+        id: &str,
+        token: Uuid,
+        receipt: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError> {
+        self.single_marks.fetch_add(1, Ordering::SeqCst);
+        self.inner.mark_dispatched(id, token, receipt, now).await
+    }
+    async fn mark_dispatched_batch(
+        &self,
+        marks: &[DispatchedMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        self.batch_marks.lock().unwrap_or_else(|p| p.into_inner()).push((marks.len(), self.queue.len()));
+        if self.fail_batch_mark.load(Ordering::SeqCst) {
+            return Err(StoreError::Commit("the database went away".into()));
+        }
+        self.inner.mark_dispatched_batch(marks, now).await
+    }
+    async fn mark_failed(
+        &self,
+        id: &str,
+        token: Uuid,
+        failure: &str,
+        next: NextAttempt,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError> {
+        self.inner.mark_failed(id, token, failure, next, now).await
+    }
+    async fn mark_deferred(
+        &self,
+        id: &str,
+        token: Uuid,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError> {
+        self.inner.mark_deferred(id, token, until, now).await
+    }
+    async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError> {
+        self.rechecks.fetch_add(1, Ordering::SeqCst);
+        self.inner.recheck_claim(id, token, now).await
+    }
+    async fn oldest_pending_age(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<Option<std::time::Duration>, StoreError> {
+        self.inner.oldest_pending_age(now).await
+    }
+    async fn dead_since(&self, since: DateTime<Utc>) -> Result<u64, StoreError> {
+        self.inner.dead_since(since).await
+    }
+    async fn rows_for_load(&self, load_id: &str) -> Result<Vec<OutboxRowView>, StoreError> {
+        self.inner.rows_for_load(load_id).await
+    }
+}
+
+/// A service whose sends all wait until `together` of them are in flight at once, and which
+/// notes how many outcomes were already on the queue when each send returned.
+struct GatedService {
+    gate: tokio::sync::Barrier,
+    queue: Arc<InProcessQueue>,
+    outcomes_seen: Mutex<Vec<usize>>,
+}
+
+impl std::fmt::Debug for GatedService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatedService").finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Destinations for GatedService {
+    async fn send(&self, _: Destination, command: &ActionCommand) -> Result<Receipt, DeliveryError> {
+        self.gate.wait().await;
+        self.outcomes_seen.lock().unwrap_or_else(|p| p.into_inner()).push(self.queue.len());
+        Ok(Receipt { id: format!("rcpt:{}", command.idempotency_key) })
+    }
+}
+
+async fn pinged_loads(env: &Env, loads: usize) {
+    let worker = env.worker();
+    for n in 0..loads {
+        let load = format!("L{n}");
+        env.register(&worker, &load).await;
+        committed(worker.process_one(ping_high(&load, &format!("ping_{n}"), env.clock.now())).await);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_sent_all_at_once_then_its_outcomes_published_then_marked_in_one_statement() {
+    const LOADS: usize = 4;
+    let env = Env::new().await;
+    // Each load: a send_sms and a set_timer row.
+    pinged_loads(&env, LOADS).await;
+    let outbox = CountingOutbox::new(&env);
+    let service = Arc::new(GatedService {
+        gate: tokio::sync::Barrier::new(LOADS),
+        queue: env.queue.clone(),
+        outcomes_seen: Mutex::new(Vec::new()),
+    });
+    let queue: Arc<dyn LoadQueue> = env.queue.clone();
+    let relay = Relay::new(
+        outbox.clone(),
+        env.stores.timers.clone(),
+        service.clone(),
+        queue,
+        Arc::new(env.clock.clone()),
+    )
+    .with_config(RelayConfig { concurrency: 64, ..RelayConfig::default() });
+    // The gate opens only when the four SMS are in flight together; a relay that waited for
+    // one acknowledgement before the next send would never open it (the guard ends the test).
+    let pass = tokio::time::timeout(std::time::Duration::from_secs(60), relay.relay_once(env.clock.now()))
+        .await
+        .expect("the batch's sends were not in flight together")
+        .expect("relay");
+    assert_eq!((pass.claimed, pass.delivered, pass.timers_applied, pass.stale), (8, 8, 4, 0), "{pass:?}");
+    let seen = service.outcomes_seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert_eq!(seen, [0; LOADS], "no outcome is published before every send of the batch returned");
+    assert_eq!(outbox.batch_marks(), [(8, 8)], "one mark for the batch, after its 8 outcomes");
+    assert_eq!(outbox.rechecks.load(Ordering::SeqCst), 0, "no re-check round trip per row");
+    assert_eq!(outbox.single_marks.load(Ordering::SeqCst), 0, "no mark round trip per row");
+    for n in 0..LOADS {
+        let load = format!("L{n}");
+        let rows = env.stores.outbox.rows_for_load(&load).await.expect("rows");
+        assert!(rows.iter().all(|r| r.status == OutboxStatus::Dispatched), "{rows:?}");
+        let sms = rows.iter().find(|r| r.destination == Destination::Sms).expect("sms row");
+        assert_eq!(sms.receipt, Some(format!("rcpt:{}", sms.id)));
+        assert_eq!(
+            env.stores.timers.timers_for_load(&load).await.expect("timers").len(),
+            1,
+            "{load}'s timer"
+        );
+    }
+    let ids: HashSet<String> = env.drain().await.into_iter().map(|e| e.event_id).collect();
+    assert_eq!(ids.len(), 2 * LOADS, "one delivered outcome per row");
+}
+
+#[tokio::test]
+async fn a_failed_batch_mark_counts_an_attempt_for_every_row_and_the_retry_delivers_them() {
+    let env = Env::new().await;
+    pinged_loads(&env, 2).await;
+    let outbox = CountingOutbox::new(&env);
+    outbox.fail_batch_mark.store(true, Ordering::SeqCst);
+    let queue: Arc<dyn LoadQueue> = env.queue.clone();
+    let relay = Relay::new(
+        outbox.clone(),
+        env.stores.timers.clone(),
+        Arc::new(env.fakes.clone()),
+        queue,
+        Arc::new(env.clock.clone()),
+    );
+    let t0 = env.clock.now();
+    let r = relay.relay_once(t0).await.expect("relay");
+    assert_eq!((r.claimed, r.delivered, r.mark_failures, r.retried, r.dead), (4, 0, 4, 4, 0), "{r:?}");
+    for load in ["L0", "L1"] {
+        for row in env.stores.outbox.rows_for_load(load).await.expect("rows") {
+            assert_eq!((row.status, row.attempts), (OutboxStatus::Pending, 1), "{}", row.id);
+            assert_eq!(row.retry_at, Some(t0 + Duration::seconds(5)), "the normal backoff");
+            assert!(row.last_failure.as_deref().is_some_and(|f| f.contains("marking it failed")), "{row:?}");
+        }
+    }
+    // The database is back: the re-sends (deduplicated by key at the services) are marked.
+    outbox.fail_batch_mark.store(false, Ordering::SeqCst);
+    env.clock.set(t0 + Duration::seconds(5));
+    let r = relay.relay_once(env.clock.now()).await.expect("relay");
+    assert_eq!((r.claimed, r.delivered, r.mark_failures), (4, 4, 0), "{r:?}");
+    assert_eq!(env.fakes.delivered_to(Destination::Sms).len(), 2, "one SMS per key at the service");
+    assert_eq!(env.fakes.total_duplicate_sends(), 2, "each SMS was sent again under its key");
+}
+
+/// A service during whose first send the lease runs out and another relay takes the batch
+/// over.
+struct TakenOverDuringTheSend {
+    clock: FakeClock,
+    other_relay: Arc<dyn Outbox>,
+    taken: Mutex<Vec<ClaimedRow>>,
+    sends: AtomicUsize,
+}
+
+impl std::fmt::Debug for TakenOverDuringTheSend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TakenOverDuringTheSend").finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Destinations for TakenOverDuringTheSend {
+    async fn send(&self, _: Destination, command: &ActionCommand) -> Result<Receipt, DeliveryError> {
+        if self.sends.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.clock.advance(Duration::seconds(100));
+            let taken = self.other_relay.pending(100, self.clock.now()).await.expect("take over");
+            self.taken.lock().unwrap_or_else(|p| p.into_inner()).extend(taken);
+        }
+        Ok(Receipt { id: command.idempotency_key.clone() })
+    }
+}
+
+#[tokio::test]
+async fn a_claim_taken_over_during_the_send_is_stale_at_the_batch_mark_and_stays_with_its_new_holder() {
+    let env = Env::new().await;
+    let worker = env.worker();
+    env.register(&worker, "L1").await;
+    committed(worker.process_one(sms("L1", "sms_1", env.clock.now(), "truck broke down on I-80")).await);
+    let service = Arc::new(TakenOverDuringTheSend {
+        clock: env.clock.clone(),
+        other_relay: env.stores.outbox.clone(),
+        taken: Mutex::new(Vec::new()),
+        sends: AtomicUsize::new(0),
+    });
+    let r = env.relay_to(service.clone()).relay_once(env.clock.now()).await.expect("relay");
+    // The first row was sent and then lost at the mark; the second's lease had run out before
+    // its send, so it was not sent.
+    assert_eq!((r.claimed, r.delivered, r.stale, r.retried), (2, 0, 2, 0), "{r:?}");
+    assert_eq!(service.sends.load(Ordering::SeqCst), 1);
+    let taken = service.taken.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert_eq!(taken.len(), 2, "the other relay holds both rows");
+    for row in env.stores.outbox.rows_for_load("L1").await.expect("rows") {
+        assert_eq!((row.status, row.attempts), (OutboxStatus::Pending, 0), "unchanged by the stale mark");
+        assert_eq!(row.lease_until, Some(env.clock.now() + Duration::seconds(90)), "the new holder's lease");
+    }
+    // The new holder marks them with its own tokens.
+    let marks: Vec<DispatchedMark> = taken
+        .iter()
+        .map(|c| DispatchedMark { id: c.id.clone(), token: c.claim_token, receipt: "b".into() })
+        .collect();
+    let results = env.stores.outbox.mark_dispatched_batch(&marks, env.clock.now()).await.expect("mark");
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -657,4 +933,86 @@ async fn a_full_queue_leaves_the_timer_scheduled_for_the_next_pass() {
     let d = full.try_receive().await.expect("blocker");
     full.ack(&d).await;
     assert_eq!(pump.pump_once(fire_at).await.expect("pump").fired, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The embedded runtime's snapshot cache
+
+/// The in-process runtime keeps projected snapshots as the Kafka consumer does: a load's later
+/// events read only the entries after the cached version. Without a cache every run projects
+/// the whole log, and the decisions are the same.
+#[tokio::test]
+async fn the_embedded_runtime_keeps_snapshots_as_the_kafka_consumer_does() {
+    let mut decisions = Vec::new();
+    for cached in [true, false] {
+        let store = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite");
+        let clock = FakeClock::new(t("2026-03-02T13:00:00Z"));
+        let config = RuntimeConfig { cache: cached.then(CacheConfig::default), ..RuntimeConfig::default() };
+        let runtime = InProcessRuntime::new(
+            store.into_stores(),
+            Arc::new(Agent::embedded().expect("agent")),
+            Arc::new(FakeLlm::new()),
+            Arc::new(clock.clone()),
+            FakeServices::new(),
+            config,
+        );
+        let at = t("2026-03-02T13:00:00Z");
+        let events = [
+            event("L1", "reg:L1", at, EventKind::LoadRegistered { load: load("L1") }),
+            ping_high("L1", "p1", at),
+            sms("L1", "s1", at, "running late, there by 3pm"),
+            sms("L1", "s2", at, "10-4"),
+        ];
+        for e in events {
+            runtime.publish(e).await.expect("publish");
+            runtime.settle(at).await.expect("settle");
+        }
+        let (log, _) = runtime.events.read("L1").await.expect("log");
+        decisions.push(
+            log.into_iter()
+                .filter_map(|e| match e {
+                    LogEntry::Decision(d) => Some((d.trigger_event_id, d.path, d.actions)),
+                    LogEntry::Event(_) => None,
+                })
+                .collect::<Vec<_>>(),
+        );
+        match runtime.cache.as_ref().map(SnapshotCache::stats) {
+            Some(stats) => {
+                assert!(cached);
+                assert_eq!(stats.misses, 1, "only the registration read the whole log: {stats:?}");
+                assert!(stats.hits >= 3, "every later run started from the cached snapshot: {stats:?}");
+            }
+            None => assert!(!cached),
+        }
+    }
+    assert_eq!(decisions[0], decisions[1], "the cache changes no decision");
+}
+
+/// A relay in the worker's process does not sleep out its idle poll after a commit: the
+/// worker's commit signal wakes it. With a one-hour poll, the ping's SMS still goes out.
+#[tokio::test]
+async fn a_commit_wakes_the_idle_relay_of_its_process() {
+    let env = Env::new().await;
+    let worker = env.worker();
+    env.register(&worker, "L1").await;
+    let relay = env
+        .relay()
+        .with_config(RelayConfig {
+            idle_poll: std::time::Duration::from_secs(3600),
+            ..RelayConfig::default()
+        })
+        .with_wakeup(worker.commit_signal());
+    let (trigger, shutdown) = load_agent_runtime::shutdown_channel();
+    let running = tokio::spawn(Arc::new(relay).run(shutdown));
+    // Let the relay find nothing and fall asleep on its poll.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(env.fakes.delivered().is_empty() && !running.is_finished());
+    committed(worker.process_one(ping_high("L1", "ping_1", env.clock.now())).await);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while env.fakes.delivered().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the relay slept on: the commit did not wake it");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    trigger.shutdown();
+    let _ = running.await;
 }

@@ -11,6 +11,8 @@
 //!   marks, monitoring queries, `rows_for_load`.
 //! - [`timers`]: [`TimerStore`] — idempotent `schedule` / `cancel` / `mark_fired`, `due`.
 //! - [`lock`]: [`LoadLock`] — the optional per-load lease.
+//! - [`dead_letters`]: [`DeadLetterStore`] — bodies of dead letters the DLQ topic cannot hold
+//!   as they are, kept by source record.
 //! - [`error`]: [`StoreError`] (infrastructure), [`AppendError`], [`StaleClaimError`] /
 //!   [`ClaimError`].
 //! - `codec` (private): log entries to Avro bytes plus plain columns (through
@@ -26,6 +28,7 @@
 //! and never reads the clock. Every time (leases, due times, marks) is passed in by the caller,
 //! so evals run the same code on a fake clock; the database clock is never used either.
 
+pub mod dead_letters;
 pub mod error;
 pub mod event_store;
 pub mod lock;
@@ -38,11 +41,14 @@ pub mod timers;
 mod codec;
 
 pub use codec::MAX_ROWS_PER_APPEND;
+pub use dead_letters::{DeadLetterStore, KeptDeadLetter};
 pub use error::{AppendError, ClaimError, StaleClaimError, StoreError};
 pub use event_store::{AppendRequest, EventStore};
 pub use lock::{LoadLease, LoadLock, NoopLoadLock};
 pub use open::{StoreOptions, Stores, migrate, open_store, open_store_with};
-pub use outbox::{ClaimedRow, DEFAULT_LEASE, NewOutboxRow, NextAttempt, Outbox, OutboxRowView, OutboxStatus};
+pub use outbox::{
+    ClaimedRow, DEFAULT_LEASE, DispatchedMark, NewOutboxRow, NextAttempt, Outbox, OutboxRowView, OutboxStatus,
+};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use timers::{TimerRow, TimerStatus, TimerStore, TimerView};

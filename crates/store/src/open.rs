@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sqlx::sqlite::SqliteConnectOptions;
 
+use crate::dead_letters::DeadLetterStore;
 use crate::error::StoreError;
 use crate::event_store::EventStore;
 use crate::lock::LoadLock;
@@ -48,12 +49,14 @@ impl StoreOptions {
     }
 }
 
-/// The four store handles the runtime holds, all backed by one database.
+/// The five store handles the runtime holds, all backed by one database.
 #[derive(Clone)]
 pub struct Stores {
     pub events: Arc<dyn EventStore>,
     pub outbox: Arc<dyn Outbox>,
     pub timers: Arc<dyn TimerStore>,
+    /// Bodies of dead letters the DLQ topic cannot hold as they are.
+    pub dead_letters: Arc<dyn DeadLetterStore>,
     pub lock: Arc<dyn LoadLock>,
 }
 

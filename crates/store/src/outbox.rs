@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use load_agent_domain::{Action, Destination};
 use uuid::Uuid;
 
-use crate::error::{ClaimError, StoreError};
+use crate::error::{ClaimError, StaleClaimError, StoreError};
 
 /// The default claim lease (ADR 0003).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(90);
@@ -45,6 +45,28 @@ pub struct ClaimedRow {
     /// When the row was first claimed: the anchor of the retry budget.
     pub first_attempt_at: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
+}
+
+/// One row of [`Outbox::mark_dispatched_batch`]: the claimed row, the token of its claim and
+/// the service's receipt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchedMark {
+    pub id: String,
+    pub token: Uuid,
+    pub receipt: String,
+}
+
+/// Refuses a batch mark that names a row twice: the two marks could not both apply, and which
+/// one wins would depend on the backend.
+pub(crate) fn check_distinct(marks: &[DispatchedMark]) -> Result<(), StoreError> {
+    let mut seen = std::collections::HashSet::with_capacity(marks.len());
+    match marks.iter().find(|m| !seen.insert(m.id.as_str())) {
+        Some(twice) => Err(StoreError::InvalidRequest(format!(
+            "outbox row {} is named twice in one batch mark",
+            twice.id
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// What happens to a row after a failed attempt.
@@ -129,6 +151,19 @@ pub trait Outbox: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<(), ClaimError>;
 
+    /// Marks several delivered rows at once, in ONE statement (Postgres) or one transaction of
+    /// the writer (SQLite), each guarded by its own claim token exactly as
+    /// [`mark_dispatched`](Outbox::mark_dispatched) is. Returns one result per mark, in the
+    /// order given: `Ok` when the row was marked, [`StaleClaimError`] when its token no longer
+    /// held it (taken over after its lease, or already marked); the others are marked all the
+    /// same. `Err` only for an infrastructure failure, and then nothing was marked. An empty
+    /// batch does nothing; an id given twice is an [`StoreError::InvalidRequest`].
+    async fn mark_dispatched_batch(
+        &self,
+        marks: &[DispatchedMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError>;
+
     /// An attempt failed: counts it, records `failure` and either schedules a retry or buries
     /// the row. Releases the claim.
     async fn mark_failed(
@@ -151,8 +186,10 @@ pub trait Outbox: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<(), ClaimError>;
 
-    /// `Ok` when `token` still holds the row with a live lease at `now`: the re-check right
-    /// before a send. An expired lease is stale here even before another relay takes over.
+    /// `Ok` when `token` still holds the row with a live lease at `now`. An expired lease is
+    /// stale here even before another relay takes over. (The relay no longer calls it before
+    /// each send: it compares the claim's `lease_until` with its clock, which is the same test
+    /// without a round trip, and its batch mark checks the token; see `runtime/src/relay.rs`.)
     async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError>;
 
     /// Age of the oldest pending row (by insertion order), `None` when nothing is pending.

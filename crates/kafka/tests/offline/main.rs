@@ -2,7 +2,6 @@
 //! real event store, the per-contact send limit over a real outbox, and the recorded dumps of
 //! `evals/dumps/` replayed to their goldens.
 
-mod cache;
 mod dumps;
 mod registry;
 mod send_limit;

@@ -10,9 +10,10 @@ use load_agent_avro::inbound::encode_inbound_with_id;
 use load_agent_avro::registry_client::{RegistryClient, RegistrySettings};
 use load_agent_avro::registry_stub::start_stub;
 use load_agent_domain::{Contact, EventKind, InboundEvent, Language, LoadRegistered, Role, Stop, StopKind};
-use load_agent_kafka::{CacheConfig, KafkaConfig, RecordOutcome, record_processor, register_schemas};
+use load_agent_kafka::{KafkaConfig, RecordOutcome, record_processor, register_schemas};
 use load_agent_llm::FakeLlm;
-use load_agent_runtime::{FakeClock, WorkerConfig};
+use load_agent_runtime::CacheConfig;
+use load_agent_runtime::{FakeClock, GroupCommitConfig, WorkerConfig};
 use load_agent_store::{SqliteStore, StoreOptions};
 
 fn client(url: &str) -> RegistryClient {
@@ -97,6 +98,7 @@ async fn records_framed_with_registry_ids_are_decoded_through_the_registry() {
         clock,
         WorkerConfig::default(),
         CacheConfig::default(),
+        GroupCommitConfig::OFF,
     );
     let processor = processor.with_registry(Arc::new(registry));
 
@@ -117,6 +119,7 @@ async fn records_framed_with_registry_ids_are_decoded_through_the_registry() {
         Arc::new(FakeClock::new(registration().occurred_at)),
         WorkerConfig::default(),
         CacheConfig::default(),
+        GroupCommitConfig::OFF,
     );
     let p2 = p2.with_registry(Arc::new(down));
     let retry = p2

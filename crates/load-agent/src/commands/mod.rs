@@ -1,5 +1,7 @@
 //! One module per subcommand; each returns the process exit code.
 
+#[cfg(feature = "kafka")]
+pub mod dlq;
 pub mod eval;
 pub mod loadtest;
 pub mod production;

@@ -83,8 +83,7 @@ mod imp {
     use std::time::Duration;
 
     use load_agent_kafka::{
-        CacheConfig, ConsumerConfig, KafkaConfig, consume, ensure_topics, kafka_relay, kafka_timer_pump,
-        record_processor,
+        ConsumerConfig, KafkaConfig, consume, ensure_topics, kafka_relay, kafka_timer_pump, record_processor,
     };
     use load_agent_runtime::{Clock, Shutdown, SystemClock, shutdown_channel};
     use load_agent_store::Stores;
@@ -129,36 +128,39 @@ mod imp {
             let Pipeline { settings, stores, kafka, registry, parts, clock } = self;
             let ServiceParts { agent, llm, limits } = parts;
             let rc = runtime_config(settings);
+            // With the worker in this process, its commits wake the relay (no poll wait).
+            let mut commit_signal = None;
             if matches!(role, Role::All | Role::Worker) {
-                let cache = CacheConfig {
-                    max_capacity: settings.worker.cache_capacity,
-                    time_to_idle: Duration::from_secs(settings.worker.cache_idle_secs),
-                    ..CacheConfig::default()
-                };
+                let cache = rc.cache.unwrap_or_default();
                 let (mut processor, _cache) =
-                    record_processor(stores, agent, llm, clock.clone(), rc.worker, cache);
+                    record_processor(stores, agent, llm, clock.clone(), rc.worker, cache, rc.group_commit);
                 if let Some(r) = registry {
                     processor = processor.with_registry(r.clone());
                 }
+                commit_signal = Some(processor.worker().commit_signal());
                 let consumer = ConsumerConfig {
                     max_buffered_per_partition: settings.kafka.max_in_flight,
                     max_concurrent_runs: settings.worker.concurrency,
                     drain_timeout: Duration::from_secs(settings.shutdown.grace_secs.saturating_sub(5).max(1)),
                     ..ConsumerConfig::default()
                 };
-                let (k, s) = (kafka.clone(), shutdown.clone());
+                let (k, s, kept) = (kafka.clone(), shutdown.clone(), stores.dead_letters.clone());
                 tasks.spawn(async move {
-                    match consume(&k, consumer, processor, s).await {
+                    match consume(&k, consumer, processor, kept, s).await {
                         Ok(report) => info!(?report, "consumer stopped"),
                         Err(e) => error!(error = %e, "consumer failed"),
                     }
                 });
             }
             if matches!(role, Role::All | Role::Relay) {
-                let relay = kafka_relay(stores, kafka, &limits, clock.clone(), rc.relay).map_err(|e| {
-                    eprintln!("load-agent: relay producer: {e}");
-                    1
-                })?;
+                let mut relay =
+                    kafka_relay(stores, kafka, &limits, clock.clone(), rc.relay).map_err(|e| {
+                        eprintln!("load-agent: relay producer: {e}");
+                        1
+                    })?;
+                if let Some(signal) = commit_signal.take() {
+                    relay = relay.with_wakeup(signal);
+                }
                 tasks.spawn(Arc::new(relay).run(shutdown.clone()));
             }
             if matches!(role, Role::All | Role::TimerPump) {
@@ -253,7 +255,16 @@ mod imp {
                 error!(error = %e, "http server failed");
             }
         });
-        wait_for_signal().await;
+        // Every loop runs until shutdown: one that ends before (the consumer refused a topic's
+        // settings at start, say) stops the process rather than leave it half running.
+        let mut failed = false;
+        tokio::select! {
+            () = wait_for_signal() => {}
+            Some(_) = tasks.join_next() => {
+                error!("a loop of the service stopped by itself (see the error above): shutting down");
+                failed = true;
+            }
+        }
         ready.store(false, Ordering::Relaxed);
         info!("shutting down: draining in-flight records, storing offsets, releasing claims");
         trigger.shutdown();
@@ -267,6 +278,6 @@ mod imp {
             return 1;
         }
         info!("stopped");
-        0
+        u8::from(failed)
     }
 }

@@ -14,8 +14,8 @@ use std::time::Duration;
 use load_agent_agent::Agent;
 use load_agent_domain::pii;
 use load_agent_runtime::{
-    FakeServices, InProcessRuntime, LogDeadLetters, PumpConfig, RelayConfig, RetryPolicy, RuntimeConfig,
-    SystemClock, WorkerConfig, shutdown_channel,
+    CacheConfig, FakeServices, GroupCommitConfig, InProcessRuntime, LogDeadLetters, PumpConfig, RelayConfig,
+    RetryPolicy, RuntimeConfig, SystemClock, WorkerConfig, shutdown_channel,
 };
 use tracing::{error, info, warn};
 
@@ -78,6 +78,7 @@ pub fn runtime_config(settings: &Settings) -> RuntimeConfig {
             batch: r.batch as usize,
             idle_poll: Duration::from_millis(r.poll_ms),
             concurrency: r.concurrency.max(1),
+            loops: r.loops.max(1),
             retry: RetryPolicy {
                 budget: Duration::from_secs(r.retry_budget_secs),
                 base: Duration::from_millis(r.backoff_base_ms),
@@ -90,6 +91,17 @@ pub fn runtime_config(settings: &Settings) -> RuntimeConfig {
             poll_interval: Duration::from_secs(settings.timers.poll_secs),
         },
         queue_capacity: None,
+        // Both modes keep the same snapshot cache (issue 15).
+        cache: Some(CacheConfig {
+            max_capacity: settings.worker.cache_capacity,
+            time_to_idle: Duration::from_secs(settings.worker.cache_idle_secs),
+            ..CacheConfig::default()
+        }),
+        group_commit: GroupCommitConfig {
+            window: Duration::from_millis(settings.worker.group_commit_window_ms),
+            max_batch: settings.worker.group_commit_max_batch,
+            committers: settings.worker.group_commit_committers,
+        },
     }
 }
 

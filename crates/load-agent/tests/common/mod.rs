@@ -21,11 +21,23 @@ pub fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: run ./scripts/test.sh"))
 }
 
+/// A port free now, for a child service to bind. Chosen below Linux's ephemeral range
+/// (32768–60999): a port the kernel handed out for `bind(0)` is soon handed out again as the
+/// local port of an outgoing connection (the Kafka clients open many), and the child then fails
+/// with "address already in use". Each call moves on, so concurrent tests get different ports.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let base = std::process::id() % 1000 * 11;
+    for _ in 0..2000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + (base + n * 7) % 12_000;
+        let Ok(port) = u16::try_from(port) else { continue };
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port between 20000 and 32000")
 }
 
 pub fn at(s: &str) -> DateTime<Utc> {
@@ -377,7 +389,7 @@ pub async fn assert_guarantees(
     let dead_without_outcome = db
         .scalar(
             "SELECT count(*) FROM outbox o WHERE o.status = 'dead' AND NOT EXISTS \
-             (SELECT 1 FROM log_entries l WHERE l.load_id = o.load_id AND l.entry_id = 'out:failed:' || o.id)",
+             (SELECT 1 FROM log_entries l WHERE l.load_id = o.load_id AND l.entry_id = 'out:failed_permanent:' || o.id)",
         )
         .await;
     assert_eq!(dead_without_outcome, 0, "every dead row has a failed outcome");

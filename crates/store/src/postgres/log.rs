@@ -48,7 +48,124 @@ WITH cur AS (
 SELECT cur.v, dup_entry.id, dup_key.id FROM cur, dup_entry, dup_key
 "#;
 
+/// A batch of appends of DIFFERENT loads as one statement (group commit: one round trip and one
+/// commit for the batch). Each load keeps its own version check and duplicate checks, and
+/// writes only when all pass; the statement returns, per load in request order, the version it
+/// saw and the duplicates it found. A lost race on a unique index fails the statement (the
+/// caller falls back to one savepoint per load).
+const APPEND_LOADS: &str = r#"
+WITH req AS (
+    SELECT r.load_id, r.expected, r.created_at, r.i
+    FROM UNNEST($1::text[], $2::int8[], $3::timestamptz[]) WITH ORDINALITY AS r(load_id, expected, created_at, i)
+), ent AS (
+    SELECT * FROM UNNEST($4::int8[], $5::int8[], $6::text[], $7::text[], $8::timestamptz[], $9::float8[],
+                         $10::int4[], $11::bytea[])
+        AS e(li, n, entry_id, kind, recorded_at, cost, schema_id, body)
+), obx AS (
+    SELECT * FROM UNNEST($12::int8[], $13::text[], $14::int8[], $15::text[], $16::text[]) WITH ORDINALITY
+        AS o(li, id, load_version, destination, action, n)
+), cur AS (
+    SELECT req.i, req.load_id, req.expected, req.created_at,
+           (SELECT coalesce(max(seq), 0)::int8 FROM log_entries l WHERE l.load_id = req.load_id) AS v,
+           (SELECT e.entry_id FROM ent e
+            WHERE e.li = req.i
+              AND EXISTS (SELECT 1 FROM log_entries l WHERE l.load_id = req.load_id AND l.entry_id = e.entry_id)
+            ORDER BY e.n LIMIT 1) AS dup_entry,
+           (SELECT o.id FROM obx o
+            WHERE o.li = req.i AND EXISTS (SELECT 1 FROM outbox x WHERE x.id = o.id)
+            ORDER BY o.n LIMIT 1) AS dup_key
+    FROM req
+), ok AS (
+    SELECT * FROM cur WHERE v = expected AND dup_entry IS NULL AND dup_key IS NULL
+), log_rows AS (
+    INSERT INTO log_entries (load_id, seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body)
+    SELECT ok.load_id, ok.v + e.n, e.entry_id, e.kind, e.recorded_at, e.cost, e.schema_id, e.body
+    FROM ok JOIN ent e ON e.li = ok.i
+), outbox_rows AS (
+    INSERT INTO outbox (id, load_id, load_version, destination, action, created_at)
+    SELECT o.id, ok.load_id, o.load_version, o.destination, o.action, ok.created_at
+    FROM ok JOIN obx o ON o.li = ok.i
+    ORDER BY o.n
+)
+SELECT i, v, dup_entry, dup_key FROM cur ORDER BY i
+"#;
+
 const VERSION: &str = "SELECT coalesce(max(seq), 0)::int8 FROM log_entries WHERE load_id = $1";
+
+/// What one load's checks found: its outcome.
+fn outcome(
+    req: &EncodedAppend,
+    version: i64,
+    dup_entry: Option<String>,
+    dup_key: Option<String>,
+) -> Result<u64, AppendError> {
+    if version != req.expected_version {
+        Err(AppendError::Conflict { expected: to_u64(req.expected_version), actual: to_u64(version) })
+    } else if let Some(entry_id) = dup_entry {
+        Err(AppendError::DuplicateEntry { entry_id })
+    } else if let Some(key) = dup_key {
+        Err(AppendError::DuplicateActionKey { key })
+    } else {
+        Ok(req.new_version())
+    }
+}
+
+/// Runs the appends of different loads as one statement ([`APPEND_LOADS`]): one outcome per
+/// request, in order. `Err` is a failed statement (a lost race on a unique index, or worse).
+async fn run_append_loads<'c, E>(
+    executor: E,
+    reqs: &[&EncodedAppend],
+) -> Result<Vec<Result<u64, AppendError>>, sqlx::Error>
+where
+    E: Executor<'c, Database = Postgres>,
+{
+    let (mut e_li, mut e_n, mut o_li) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut entries, mut rows) = (Vec::new(), Vec::new());
+    for (i, req) in reqs.iter().enumerate() {
+        let li = i as i64 + 1;
+        for (n, entry) in req.entries.iter().enumerate() {
+            e_li.push(li);
+            e_n.push(n as i64 + 1);
+            entries.push(entry);
+        }
+        for row in &req.outbox {
+            o_li.push(li);
+            rows.push(row);
+        }
+    }
+    let result: Vec<PgRow> = sqlx::query(APPEND_LOADS)
+        .bind(reqs.iter().map(|r| r.load_id.as_str()).collect::<Vec<_>>())
+        .bind(reqs.iter().map(|r| r.expected_version).collect::<Vec<_>>())
+        .bind(reqs.iter().map(|r| r.created_at).collect::<Vec<DateTime<Utc>>>())
+        .bind(e_li)
+        .bind(e_n)
+        .bind(entries.iter().map(|x| x.entry_id.as_str()).collect::<Vec<_>>())
+        .bind(entries.iter().map(|x| x.kind).collect::<Vec<_>>())
+        .bind(entries.iter().map(|x| x.recorded_at).collect::<Vec<DateTime<Utc>>>())
+        .bind(entries.iter().map(|x| x.llm_cost_usd).collect::<Vec<_>>())
+        .bind(entries.iter().map(|x| x.schema_id).collect::<Vec<_>>())
+        .bind(entries.iter().map(|x| x.body.as_slice()).collect::<Vec<_>>())
+        .bind(o_li)
+        .bind(rows.iter().map(|x| x.id.as_str()).collect::<Vec<_>>())
+        .bind(rows.iter().map(|x| x.load_version).collect::<Vec<_>>())
+        .bind(rows.iter().map(|x| x.destination).collect::<Vec<_>>())
+        .bind(rows.iter().map(|x| x.action.as_str()).collect::<Vec<_>>())
+        .fetch_all(executor)
+        .await?;
+    if result.len() != reqs.len() {
+        return Err(sqlx::Error::Protocol(format!(
+            "the batch append answered {} rows for {} loads",
+            result.len(),
+            reqs.len()
+        )));
+    }
+    let mut outcomes = Vec::with_capacity(reqs.len());
+    for (req, row) in reqs.iter().zip(result) {
+        let version: i64 = row.try_get(1)?;
+        outcomes.push(outcome(req, version, row.try_get(2)?, row.try_get(3)?));
+    }
+    Ok(outcomes)
+}
 
 /// How many times an append that lost a race on a unique index is re-run before its error is
 /// mapped by constraint name. The re-run sees the winner's commit and reports it precisely.
@@ -87,17 +204,7 @@ where
         .fetch_one(executor)
         .await?;
     let version: i64 = row.try_get(0)?;
-    let dup_entry: Option<String> = row.try_get(1)?;
-    let dup_key: Option<String> = row.try_get(2)?;
-    Ok(if version != req.expected_version {
-        Err(AppendError::Conflict { expected: to_u64(req.expected_version), actual: to_u64(version) })
-    } else if let Some(entry_id) = dup_entry {
-        Err(AppendError::DuplicateEntry { entry_id })
-    } else if let Some(key) = dup_key {
-        Err(AppendError::DuplicateActionKey { key })
-    } else {
-        Ok(req.new_version())
-    })
+    Ok(outcome(req, version, row.try_get(1)?, row.try_get(2)?))
 }
 
 /// Maps a unique violation that survived the re-runs by constraint name.
@@ -132,6 +239,31 @@ impl PgStore {
             }
         }
         Err(map_unique_violation(&self.pool, req, &constraint).await)
+    }
+
+    /// The fast path of a batch of different loads: one statement, one round trip, one commit.
+    /// `None` when the statement lost a race on a unique index (nothing was written; the caller
+    /// falls back to savepoints).
+    async fn append_batch_one_statement(
+        &self,
+        requests: &[Result<EncodedAppend, AppendError>],
+    ) -> Result<Option<Vec<Result<u64, AppendError>>>, sqlx::Error> {
+        let valid: Vec<&EncodedAppend> = requests.iter().filter_map(|r| r.as_ref().ok()).collect();
+        let mut outcomes = match run_append_loads(&self.pool, &valid).await {
+            Ok(outcomes) => outcomes.into_iter(),
+            Err(e) if unique_violation(&e).is_some() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut results = Vec::with_capacity(requests.len());
+        for req in requests {
+            results.push(match req {
+                Err(e) => Err(copy_refusal(e)),
+                Ok(_) => outcomes.next().unwrap_or_else(|| {
+                    Err(AppendError::Store(StoreError::Commit("the batch append lost an outcome".into())))
+                }),
+            });
+        }
+        Ok(Some(results))
     }
 
     /// The fast path of a batch: the statements back to back in one transaction. `None` when a
@@ -262,7 +394,17 @@ impl EventStore for PgStore {
             .iter()
             .map(|r| encode_append(&r.load_id, &r.entries, r.expected_version, &r.outbox))
             .collect();
-        match self.append_batch_plain(&encoded).await {
+        // Different loads (the group commit's batches): one statement. A load twice in the
+        // batch must see its earlier request, so such a batch runs its statements in order.
+        let mut loads = std::collections::HashSet::new();
+        let distinct =
+            encoded.iter().filter_map(|r| r.as_ref().ok()).all(|r| loads.insert(r.load_id.as_str()));
+        let fast = if distinct && loads.len() > 1 {
+            self.append_batch_one_statement(&encoded).await
+        } else {
+            self.append_batch_plain(&encoded).await
+        };
+        match fast {
             Ok(Some(results)) => results,
             Ok(None) => match self.append_batch_savepoints(&encoded).await {
                 Ok(results) => results,

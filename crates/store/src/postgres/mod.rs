@@ -5,6 +5,7 @@
 //! inserts), so it costs one round trip and one commit; `append_batch` runs those statements
 //! for several loads in one transaction.
 
+mod dead_letters;
 mod lock;
 mod log;
 mod outbox;
@@ -125,6 +126,7 @@ impl PgStore {
             events: store.clone(),
             outbox: store.clone(),
             timers: store.clone(),
+            dead_letters: store.clone(),
             lock: store.lock.clone(),
         }
     }

@@ -1,5 +1,7 @@
-//! `Outbox` on Postgres: claims with `FOR UPDATE SKIP LOCKED`, marks guarded by the claim token.
+//! `Outbox` on Postgres: claims with `FOR UPDATE SKIP LOCKED`, marks guarded by the claim token
+//! (one row at a time, or a relay's whole batch in one `UPDATE ... FROM unnest(...)`).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -11,7 +13,7 @@ use uuid::Uuid;
 use super::PgStore;
 use crate::codec::{age, decode_action, decode_destination, decode_status, limit_i64, to_u32, to_u64};
 use crate::error::{ClaimError, StaleClaimError, StoreError};
-use crate::outbox::{ClaimedRow, NextAttempt, Outbox, OutboxRowView};
+use crate::outbox::{ClaimedRow, DispatchedMark, NextAttempt, Outbox, OutboxRowView, check_distinct};
 
 /// Claims the first due rows in insertion order. A row is due when pending, past its
 /// `retry_at` and without a live lease, and only when no earlier pending row of its load and
@@ -37,6 +39,17 @@ FROM (
 WHERE o.id = picked.id
 RETURNING o.id, o.position, o.load_id, o.destination, o.action, o.load_version, o.claim_token,
           o.lease_until, o.attempts, o.first_attempt_at, o.created_at
+"#;
+
+/// Marks a batch of delivered rows in one statement: each row of the arrays is applied only
+/// while its own token holds its row (the `HELD` guard, row by row). The ids returned are the
+/// rows marked; a row not returned was stale and is unchanged.
+const MARK_DISPATCHED_BATCH: &str = r#"
+UPDATE outbox AS o
+SET status = 'dispatched', receipt = m.receipt, dispatched_at = $4, claim_token = NULL, lease_until = NULL
+FROM unnest($1::text[], $2::uuid[], $3::text[]) AS m(id, token, receipt)
+WHERE o.id = m.id AND o.claim_token = m.token AND o.status = 'pending'
+RETURNING o.id
 "#;
 
 const HELD: &str = "id = $1 AND claim_token = $2 AND status = 'pending'";
@@ -124,6 +137,33 @@ impl Outbox for PgStore {
              claim_token = NULL, lease_until = NULL WHERE {HELD}"
         );
         self.mark(id, sqlx::query(&sql).bind(id).bind(token).bind(receipt).bind(now)).await
+    }
+
+    async fn mark_dispatched_batch(
+        &self,
+        marks: &[DispatchedMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        if marks.is_empty() {
+            return Ok(Vec::new());
+        }
+        check_distinct(marks)?;
+        let ids: Vec<&str> = marks.iter().map(|m| m.id.as_str()).collect();
+        let tokens: Vec<Uuid> = marks.iter().map(|m| m.token).collect();
+        let receipts: Vec<&str> = marks.iter().map(|m| m.receipt.as_str()).collect();
+        let marked: HashSet<String> = sqlx::query_scalar(MARK_DISPATCHED_BATCH)
+            .bind(&ids)
+            .bind(&tokens)
+            .bind(&receipts)
+            .bind(now)
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .collect();
+        Ok(marks
+            .iter()
+            .map(|m| if marked.contains(&m.id) { Ok(()) } else { Err(StaleClaimError { id: m.id.clone() }) })
+            .collect())
     }
 
     async fn mark_failed(

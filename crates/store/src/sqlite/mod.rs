@@ -6,6 +6,7 @@
 //! one fsync for many appends, each still all or nothing with its own version check, and every
 //! caller answered only after the commit. Reads run on a small pool of reader connections.
 
+mod dead_letters;
 mod log;
 mod outbox;
 mod timers;
@@ -137,7 +138,13 @@ impl SqliteStore {
     /// The four store handles, all backed by this store.
     pub fn into_stores(self) -> Stores {
         let store = Arc::new(self);
-        Stores { events: store.clone(), outbox: store.clone(), timers: store, lock: Arc::new(NoopLoadLock) }
+        Stores {
+            events: store.clone(),
+            outbox: store.clone(),
+            timers: store.clone(),
+            dead_letters: store,
+            lock: Arc::new(NoopLoadLock),
+        }
     }
 
     /// Queues a write command and waits for its answer (sent after the commit).

@@ -1,5 +1,6 @@
 //! `Outbox` on SQLite: claims and marks run in the writer's transaction (one writer, so a
-//! claim can never race another), monitoring and `rows_for_load` on the reader pool.
+//! claim can never race another; a batch mark is one command, its rows' guarded updates in one
+//! transaction), monitoring and `rows_for_load` on the reader pool.
 
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use crate::codec::{
     parse_sqlite_time_opt, sqlite_time, to_u32, to_u64,
 };
 use crate::error::{ClaimError, StaleClaimError, StoreError};
-use crate::outbox::{ClaimedRow, NextAttempt, Outbox, OutboxRowView};
+use crate::outbox::{ClaimedRow, DispatchedMark, NextAttempt, Outbox, OutboxRowView, check_distinct};
 
 /// The due rows, in insertion order, under the same rules as the Postgres claim (see
 /// `postgres/outbox.rs`): pending, past `retry_at`, no live lease, and no earlier pending row
@@ -133,11 +134,7 @@ pub(super) async fn mark_in(
     let token = token.to_string();
     let done = match change {
         MarkChange::Dispatched { receipt, now } => {
-            let sql = format!(
-                "UPDATE outbox SET status = 'dispatched', receipt = ?3, dispatched_at = ?4, \
-                 claim_token = NULL, lease_until = NULL WHERE {HELD}"
-            );
-            sqlx::query(&sql).bind(id).bind(&token).bind(receipt).bind(now).execute(&mut *conn).await?
+            return dispatched_in(conn, id, &token, receipt, now).await;
         }
         MarkChange::Retry { failure, at } => {
             let sql = format!(
@@ -162,6 +159,36 @@ pub(super) async fn mark_in(
         }
     };
     Ok(if done.rows_affected() == 1 { Ok(()) } else { Err(StaleClaimError { id: id.to_owned() }) })
+}
+
+async fn dispatched_in(
+    conn: &mut SqliteConnection,
+    id: &str,
+    token: &str,
+    receipt: &str,
+    now: &str,
+) -> Result<Result<(), StaleClaimError>, sqlx::Error> {
+    let sql = format!(
+        "UPDATE outbox SET status = 'dispatched', receipt = ?3, dispatched_at = ?4, \
+         claim_token = NULL, lease_until = NULL WHERE {HELD}"
+    );
+    let done = sqlx::query(&sql).bind(id).bind(token).bind(receipt).bind(now).execute(&mut *conn).await?;
+    Ok(if done.rows_affected() == 1 { Ok(()) } else { Err(StaleClaimError { id: id.to_owned() }) })
+}
+
+/// A batch mark inside the writer's transaction: each row's guarded update (one prepared
+/// statement, no sync in between: the group commits once); a row its token no longer holds is
+/// reported stale and left unchanged.
+pub(super) async fn mark_dispatched_batch_in(
+    conn: &mut SqliteConnection,
+    marks: &[DispatchedMark],
+    now: &str,
+) -> Result<Vec<Result<(), StaleClaimError>>, sqlx::Error> {
+    let mut results = Vec::with_capacity(marks.len());
+    for m in marks {
+        results.push(dispatched_in(conn, &m.id, &m.token.to_string(), &m.receipt, now).await?);
+    }
+    Ok(results)
 }
 
 impl SqliteStore {
@@ -189,6 +216,19 @@ impl Outbox for SqliteStore {
     ) -> Result<(), ClaimError> {
         self.mark(id, token, MarkChange::Dispatched { receipt: receipt.to_owned(), now: sqlite_time(now) })
             .await
+    }
+
+    async fn mark_dispatched_batch(
+        &self,
+        marks: &[DispatchedMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        if marks.is_empty() {
+            return Ok(Vec::new());
+        }
+        check_distinct(marks)?;
+        let (marks, now) = (marks.to_vec(), sqlite_time(now));
+        self.write(|reply| WriteCmd::MarkDispatchedBatch { marks, now, reply }).await?
     }
 
     async fn mark_failed(

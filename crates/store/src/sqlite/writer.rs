@@ -14,12 +14,14 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::MAX_GROUP;
+use super::dead_letters::keep_in;
 use super::log::append_in;
-use super::outbox::{MarkChange, claim_in, mark_in};
+use super::outbox::{MarkChange, claim_in, mark_dispatched_batch_in, mark_in};
 use super::timers::{TimerOp, timer_in};
 use crate::codec::{EncodedAppend, copy_refusal};
+use crate::dead_letters::KeptDeadLetter;
 use crate::error::{AppendError, ClaimError, StaleClaimError, StoreError};
-use crate::outbox::ClaimedRow;
+use crate::outbox::{ClaimedRow, DispatchedMark};
 
 pub(crate) enum WriteCmd {
     Append {
@@ -38,8 +40,17 @@ pub(crate) enum WriteCmd {
         change: MarkChange,
         reply: oneshot::Sender<Result<(), ClaimError>>,
     },
+    MarkDispatchedBatch {
+        marks: Vec<DispatchedMark>,
+        now: String,
+        reply: oneshot::Sender<Result<Vec<Result<(), StaleClaimError>>, StoreError>>,
+    },
     Timer {
         op: TimerOp,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
+    KeepDeadLetter {
+        letter: Box<KeptDeadLetter>,
         reply: oneshot::Sender<Result<(), StoreError>>,
     },
 }
@@ -49,7 +60,9 @@ enum Outcome {
     Append(Vec<Result<u64, AppendError>>),
     Claim(Vec<ClaimedRow>),
     Mark(Result<(), StaleClaimError>),
+    MarkBatch(Vec<Result<(), StaleClaimError>>),
     Timer,
+    Kept,
 }
 
 impl WriteCmd {
@@ -59,7 +72,9 @@ impl WriteCmd {
             WriteCmd::Append { reply, .. } => reply.is_closed(),
             WriteCmd::Claim { reply, .. } => reply.is_closed(),
             WriteCmd::Mark { reply, .. } => reply.is_closed(),
+            WriteCmd::MarkDispatchedBatch { reply, .. } => reply.is_closed(),
             WriteCmd::Timer { reply, .. } => reply.is_closed(),
+            WriteCmd::KeepDeadLetter { reply, .. } => reply.is_closed(),
         }
     }
 
@@ -81,9 +96,16 @@ impl WriteCmd {
             WriteCmd::Mark { id, token, change, .. } => {
                 Outcome::Mark(mark_in(conn, id, *token, change).await?)
             }
+            WriteCmd::MarkDispatchedBatch { marks, now, .. } => {
+                Outcome::MarkBatch(mark_dispatched_batch_in(conn, marks, now).await?)
+            }
             WriteCmd::Timer { op, .. } => {
                 timer_in(conn, op).await?;
                 Outcome::Timer
+            }
+            WriteCmd::KeepDeadLetter { letter, .. } => {
+                keep_in(conn, letter).await?;
+                Outcome::Kept
             }
         })
     }
@@ -100,7 +122,11 @@ impl WriteCmd {
             (WriteCmd::Mark { reply, .. }, Outcome::Mark(r)) => {
                 let _ = reply.send(r.map_err(ClaimError::from));
             }
-            (WriteCmd::Timer { reply, .. }, Outcome::Timer) => {
+            (WriteCmd::MarkDispatchedBatch { reply, .. }, Outcome::MarkBatch(r)) => {
+                let _ = reply.send(Ok(r));
+            }
+            (WriteCmd::Timer { reply, .. }, Outcome::Timer)
+            | (WriteCmd::KeepDeadLetter { reply, .. }, Outcome::Kept) => {
                 let _ = reply.send(Ok(()));
             }
             (cmd, _) => cmd.fail("internal: a write command got another command's outcome"),
@@ -120,7 +146,10 @@ impl WriteCmd {
             WriteCmd::Mark { reply, .. } => {
                 let _ = reply.send(Err(ClaimError::Store(err())));
             }
-            WriteCmd::Timer { reply, .. } => {
+            WriteCmd::MarkDispatchedBatch { reply, .. } => {
+                let _ = reply.send(Err(err()));
+            }
+            WriteCmd::Timer { reply, .. } | WriteCmd::KeepDeadLetter { reply, .. } => {
                 let _ = reply.send(Err(err()));
             }
         }

@@ -316,6 +316,87 @@ pub async fn append_batch_is_all_or_nothing_per_load<H: StoreHarness>(h: &H) {
     assert!(events.append_batch(vec![]).await.is_empty());
 }
 
+/// A batch of different loads only (what the group commit sends; on Postgres one statement):
+/// each load keeps its own version and duplicate checks.
+pub async fn append_batch_of_different_loads_checks_each_load<H: StoreHarness>(h: &H) {
+    let events = &h.stores().events;
+    let mut seed_rows = Vec::new();
+    for load in ["B", "C", "D"] {
+        let (entries, rows) = step(load, 0);
+        events.append(load, &entries, 0, &rows).await.expect("seed");
+        seed_rows.push(rows);
+    }
+    let req = |load: &str, n: u64, expected: u64| {
+        let (entries, outbox) = step(load, n);
+        AppendRequest { load_id: load.into(), entries, expected_version: expected, outbox }
+    };
+    let batch = vec![
+        req("A", 0, 0),
+        req("B", 1, 0), // stale: B is at 2
+        AppendRequest {
+            load_id: "C".into(),
+            entries: step("C", 1).0,
+            expected_version: 2,
+            outbox: vec![seed_rows[1][0].clone()], // key already used
+        },
+        AppendRequest {
+            load_id: "D".into(),
+            entries: step("D", 0).0, // entry ids already logged
+            expected_version: 2,
+            outbox: vec![],
+        },
+        AppendRequest {
+            load_id: "G".into(),
+            entries: vec![],
+            expected_version: 0,
+            outbox: vec![row("G", "g", Destination::Sms, 0)], // rows without entries
+        },
+        AppendRequest { load_id: "H".into(), entries: vec![], expected_version: 0, outbox: vec![] },
+        req("I", 0, 0),
+    ];
+    let results = events.append_batch(batch).await;
+    assert_eq!(results.len(), 7);
+    assert_eq!(results[0].as_ref().ok(), Some(&2));
+    assert!(matches!(results[1], Err(AppendError::Conflict { expected: 0, actual: 2 })), "{:?}", results[1]);
+    assert!(matches!(results[2], Err(AppendError::DuplicateActionKey { .. })), "{:?}", results[2]);
+    assert!(
+        matches!(&results[3], Err(AppendError::DuplicateEntry { entry_id }) if entry_id == "sms_0"),
+        "{:?}",
+        results[3]
+    );
+    assert!(matches!(results[4], Err(AppendError::Store(StoreError::InvalidRequest(_)))), "{:?}", results[4]);
+    assert_eq!(results[5].as_ref().ok(), Some(&0), "no entries: a version check only");
+    assert_eq!(results[6].as_ref().ok(), Some(&2));
+    for (load, version) in [("A", 2), ("B", 2), ("C", 2), ("D", 2), ("H", 0), ("I", 2)] {
+        assert_eq!(events.read(load).await.expect("read").1, version, "{load}");
+    }
+    let outbox = &h.stores().outbox;
+    assert_eq!(outbox.rows_for_load("A").await.expect("rows").len(), 2);
+    assert_eq!(outbox.rows_for_load("C").await.expect("rows").len(), 2, "C's refused request wrote no row");
+
+    // Two loads whose rows carry the same action key in one batch: the first writes, the
+    // second is refused as a reused key and writes nothing.
+    let (j_entries, j_rows) = step("J", 0);
+    let mut k_rows = j_rows.clone();
+    for r in &mut k_rows {
+        r.load_id = "K".into();
+    }
+    let results = events
+        .append_batch(vec![
+            AppendRequest { load_id: "J".into(), entries: j_entries, expected_version: 0, outbox: j_rows },
+            AppendRequest {
+                load_id: "K".into(),
+                entries: step("K", 0).0,
+                expected_version: 0,
+                outbox: k_rows,
+            },
+        ])
+        .await;
+    assert_eq!(results[0].as_ref().ok(), Some(&2));
+    assert!(matches!(results[1], Err(AppendError::DuplicateActionKey { .. })), "{:?}", results[1]);
+    assert_eq!(events.read("K").await.expect("read").1, 0, "K wrote nothing");
+}
+
 pub async fn cost_and_load_listing_are_sql<H: StoreHarness>(h: &H) {
     let events = &h.stores().events;
     let d1 = decision("L2", "e1", t(0), 0.0125);

@@ -4,6 +4,7 @@
 //! `postgres://postgres@127.0.0.1:5432/test`). The Postgres half fails, never skips, when the
 //! server is unreachable.
 
+mod dead_letters;
 mod fixtures;
 mod harness;
 mod lock;
@@ -40,6 +41,7 @@ macro_rules! contract {
 }
 
 contract!(
+    dead_letters::dead_letters_are_kept_whole_once_per_source,
     log::entries_round_trip_exactly,
     log::plain_columns_sit_beside_the_avro_body,
     log::version_conflicts_write_nothing,
@@ -50,6 +52,7 @@ contract!(
     log::concurrent_appends_have_one_winner_per_version,
     log::read_since_is_the_suffix_of_read,
     log::append_batch_is_all_or_nothing_per_load,
+    log::append_batch_of_different_loads_checks_each_load,
     log::cost_and_load_listing_are_sql,
     log::long_logs_read_back_whole_and_in_order,
     outbox::claims_hand_out_due_rows_once,
@@ -59,6 +62,8 @@ contract!(
     outbox::deferral_does_not_count_an_attempt,
     outbox::rows_of_a_load_go_out_in_commit_order_per_destination,
     outbox::monitoring_queries_and_rows_for_load,
+    outbox::a_batch_mark_marks_the_held_rows_and_reports_a_lost_claim_stale,
+    outbox::an_empty_or_repeating_batch_mark_marks_nothing,
     timers::schedule_is_idempotent,
     timers::cancel_is_idempotent_and_sticks,
     timers::mark_fired_is_idempotent,

@@ -1,11 +1,13 @@
-//! Outbox contract: claims, leases, stale claims, retries, deferrals, per-load order.
+//! Outbox contract: claims, leases, stale claims, batch marks, retries, deferrals, per-load order.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use chrono::TimeDelta;
 use load_agent_domain::Destination;
-use load_agent_store::{ClaimError, ClaimedRow, NextAttempt, Outbox, OutboxStatus};
+use load_agent_store::{
+    ClaimError, ClaimedRow, DispatchedMark, NextAttempt, Outbox, OutboxStatus, StoreError,
+};
 
 use crate::fixtures::{row, sms, step, t};
 use crate::harness::StoreHarness;
@@ -262,4 +264,91 @@ pub async fn monitoring_queries_and_rows_for_load<H: StoreHarness>(h: &H) {
     assert!(view.iter().all(|r| r.load_version == 6 && r.first_attempt_at == Some(t(130))));
     assert!(outbox.rows_for_load("none").await.expect("rows").is_empty());
     assert_eq!(outbox.dead_since(t(0)).await.expect("dead"), 0);
+}
+
+/// One decision with one SMS row `key` for `load`.
+async fn one_row<H: StoreHarness>(h: &H, load: &str, key: &str) {
+    let (entries, _) = step(load, 0);
+    h.stores()
+        .events
+        .append(load, &entries, 0, &[row(load, key, Destination::Sms, 2)])
+        .await
+        .expect("append");
+}
+
+fn mark(c: &ClaimedRow, token: uuid::Uuid) -> DispatchedMark {
+    DispatchedMark { id: c.id.clone(), token, receipt: format!("rcpt-{}", c.id) }
+}
+
+pub async fn a_batch_mark_marks_the_held_rows_and_reports_a_lost_claim_stale<H: StoreHarness>(h: &H) {
+    let outbox = &h.stores().outbox;
+    // k2 is claimed first and its lease runs out; a second claim takes it over with k1 and k3.
+    one_row(h, "L2", "k2").await;
+    let old = outbox.pending(10, t(10)).await.expect("claim").remove(0);
+    one_row(h, "L1", "k1").await;
+    one_row(h, "L3", "k3").await;
+    let claimed = outbox.pending(10, t(101)).await.expect("claim after k2's lease");
+    assert_eq!(ids(&claimed), ["k2", "k1", "k3"]);
+    let by_id = |id: &str| claimed.iter().find(|c| c.id == id).expect("claimed");
+
+    // The relay that lost k2 marks its whole batch: the lost claim sits in the middle.
+    let batch = [mark(by_id("k1"), by_id("k1").claim_token), mark(&old, old.claim_token), {
+        let k3 = by_id("k3");
+        mark(k3, k3.claim_token)
+    }];
+    let results = outbox.mark_dispatched_batch(&batch, t(102)).await.expect("batch mark");
+    assert_eq!(results.len(), 3, "one result per mark, in order");
+    assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+    assert_eq!(results[1].as_ref().map_err(|e| e.id.as_str()), Err("k2"), "the lost claim is stale");
+
+    let view = |load: &'static str| async move { outbox.rows_for_load(load).await.expect("rows").remove(0) };
+    for (load, key) in [("L1", "k1"), ("L3", "k3")] {
+        let r = view(load).await;
+        assert_eq!(
+            (r.status, r.receipt.as_deref()),
+            (OutboxStatus::Dispatched, Some(format!("rcpt-{key}").as_str()))
+        );
+        assert_eq!((r.dispatched_at, r.lease_until), (Some(t(102)), None));
+    }
+    let k2 = view("L2").await;
+    assert_eq!(
+        (k2.status, k2.receipt, k2.lease_until),
+        (OutboxStatus::Pending, None, Some(t(191))),
+        "unchanged"
+    );
+    // The new holder of k2 still marks it; the rows already marked are stale to a second batch.
+    let again = [mark(by_id("k2"), by_id("k2").claim_token), mark(by_id("k1"), by_id("k1").claim_token)];
+    let results = outbox.mark_dispatched_batch(&again, t(103)).await.expect("batch mark");
+    assert!(results[0].is_ok(), "{results:?}");
+    assert!(results[1].is_err(), "an already marked row is stale: {results:?}");
+    assert_eq!(view("L2").await.receipt.as_deref(), Some("rcpt-k2"));
+    assert_eq!(view("L1").await.dispatched_at, Some(t(102)), "the stale re-mark changed nothing");
+    // A mark of a row that does not exist is stale too.
+    let unknown = DispatchedMark { id: "unknown".into(), token: old.claim_token, receipt: "r".into() };
+    let results = outbox.mark_dispatched_batch(&[unknown], t(104)).await.expect("batch mark");
+    assert!(results[0].is_err());
+}
+
+pub async fn an_empty_or_repeating_batch_mark_marks_nothing<H: StoreHarness>(h: &H) {
+    let outbox = &h.stores().outbox;
+    one_row(h, "L1", "k1").await;
+    one_row(h, "L2", "k2").await;
+    let claimed = outbox.pending(10, t(100)).await.expect("claim");
+    assert!(outbox.mark_dispatched_batch(&[], t(101)).await.expect("empty batch").is_empty());
+    // A row named twice is a caller bug: refused as a whole, nothing marked.
+    let twice = [
+        mark(&claimed[0], claimed[0].claim_token),
+        mark(&claimed[1], claimed[1].claim_token),
+        mark(&claimed[0], claimed[0].claim_token),
+    ];
+    let refused = outbox.mark_dispatched_batch(&twice, t(101)).await;
+    assert!(matches!(refused, Err(StoreError::InvalidRequest(_))), "{refused:?}");
+    for load in ["L1", "L2"] {
+        let r = outbox.rows_for_load(load).await.expect("rows").remove(0);
+        assert_eq!((r.status, r.lease_until), (OutboxStatus::Pending, Some(t(190))), "{load} still claimed");
+    }
+    // The claims still hold: the batch goes through once it names each row once.
+    let results = outbox.mark_dispatched_batch(&twice[..2], t(102)).await.expect("batch mark");
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert!(outbox.pending(10, t(10_000)).await.expect("claim").is_empty(), "both dispatched");
 }

@@ -96,6 +96,14 @@ impl Clock for ScaledClock {
     }
 }
 
+/// The service's latency over the broker's floor.
+#[derive(Debug, Clone, Serialize)]
+pub struct AddedLatency {
+    pub p50: f64,
+    pub p99: f64,
+    pub p99_ratio: f64,
+}
+
 /// The JSON report.
 #[derive(Debug, Serialize)]
 pub struct Report {
@@ -110,6 +118,12 @@ pub struct Report {
     pub window: WindowFigures,
     /// Age of the oldest pending outbox row, sampled each second (real ms).
     pub relay_lag_ms: Latency,
+    /// Kafka mode: the broker's own produce → consume latency with the service's client
+    /// settings, measured beside the service in the same window (`load_agent_kafka::floor`).
+    pub broker_floor_ms: Option<Latency>,
+    /// Kafka mode: what the service adds over the broker's floor (event → commit minus the
+    /// floor, at p50 and p99), and event → commit p99 ÷ the floor's p99 (target ≤ 2).
+    pub service_added_ms: Option<AddedLatency>,
     /// How late the most overdue scheduled timer was, sampled each second (real ms).
     pub timer_due_lag_ms: Latency,
     pub pgbench: Vec<pgbench::PgbenchFigure>,
@@ -197,6 +211,7 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> u8 {
         Err(c) => return c,
     };
     let probe = Probe::new(args.time_scale);
+    load_agent_runtime::stages::install_sink(probe.clone());
     let probed = probe.wrap(&stores);
     let clock: Arc<dyn Clock> =
         Arc::new(ScaledClock { origin_real: Instant::now(), origin: Utc::now(), scale: args.time_scale });
@@ -212,6 +227,7 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> u8 {
         };
     let mode = started.mode;
     let queue = started.queue;
+    let floor = started.floor;
 
     // Registration.
     let mut traffic = Traffic::new(&run_id, args.loads, args.seed, Mix::default());
@@ -286,6 +302,19 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> u8 {
     .await;
 
     let window = probe.window(warm_end, end);
+    let broker_floor_ms = match floor {
+        Some(task) => {
+            let samples = task.await.unwrap_or_default();
+            let in_window = samples.into_iter().filter(|(at, _)| *at >= warm_end && *at < end);
+            Some(Latency::of(in_window.map(|(_, v)| v).collect()))
+        }
+        None => None,
+    };
+    let service_added_ms = broker_floor_ms.as_ref().filter(|f| f.count > 0).map(|f| AddedLatency {
+        p50: window.event_to_commit_ms.p50 - f.p50,
+        p99: window.event_to_commit_ms.p99 - f.p99,
+        p99_ratio: window.event_to_commit_ms.p99 / f.p99.max(1e-9),
+    });
     let (unfinished_events, unpublished_actions) = probe.unfinished();
     let fraction_of_raw =
         pg.iter().max_by_key(|f| f.clients).map(|f| window.events_per_sec / f.appends_per_sec.max(1e-9));
@@ -300,6 +329,8 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> u8 {
         registration_secs,
         window: window.clone(),
         relay_lag_ms: Latency::of(lags.relay_ms),
+        broker_floor_ms,
+        service_added_ms,
         timer_due_lag_ms: Latency::of(lags.timer_ms),
         pgbench: pg,
         fraction_of_raw,
@@ -334,6 +365,8 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> u8 {
 struct Started {
     mode: &'static str,
     queue: Arc<dyn LoadQueue>,
+    /// Kafka mode: the broker floor probe, ending at shutdown with its samples.
+    floor: Option<tokio::task::JoinHandle<Vec<(Instant, f64)>>>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -360,7 +393,7 @@ async fn start_service(
                 let mut loops = loops;
                 while loops.join_next().await.is_some() {}
             });
-            Ok(Started { mode: "embedded", queue: rt.queue.clone() })
+            Ok(Started { mode: "embedded", queue: rt.queue.clone(), floor: None })
         }
         Some(brokers) => kafka::start(settings, brokers, run_id, stores, parts, clock, tasks, shutdown).await,
     }
@@ -487,6 +520,18 @@ fn print_summary(r: &Report) {
     l("(send-limited) → published", &w.deferred_commit_to_published_ms);
     l("timer lag (at fire)", &w.timer_lag_ms);
     l("relay lag (sampled)", &r.relay_lag_ms);
+    if let Some(f) = &r.broker_floor_ms {
+        l("broker floor (same settings)", f);
+    }
+    if let Some(a) = &r.service_added_ms {
+        println!(
+            "  service over the broker floor: +{:.1} ms at p50, +{:.1} ms at p99 (p99 {:.1}× the floor's)",
+            a.p50, a.p99, a.p99_ratio
+        );
+    }
+    for (stage, x) in &w.stages_ms {
+        l(&format!("  stage {stage}"), x);
+    }
     for f in &r.pgbench {
         println!("  pgbench, {} clients: {:.0} appends/s", f.clients, f.appends_per_sec);
     }
@@ -557,7 +602,10 @@ mod kafka {
         kafka.dlq_topic = format!("{prefix}.events.dlq");
         kafka.actions_topic_prefix = format!("{prefix}.actions");
         kafka.group_id = prefix.clone();
-        if let Err(e) = ensure_topics(&kafka, &kafka.all_topics(), s.kafka.partitions, 1).await {
+        let floor_topic = format!("{prefix}.floor");
+        let mut topics = kafka.all_topics();
+        topics.push(floor_topic.clone());
+        if let Err(e) = ensure_topics(&kafka, &topics, s.kafka.partitions, 1).await {
             eprintln!("load-agent loadtest: creating topics on {brokers}: {e}");
             return Err(1);
         }
@@ -567,7 +615,18 @@ mod kafka {
             eprintln!("load-agent loadtest: producer: {e}");
             1
         })?;
-        Ok(Started { mode: "kafka", queue: Arc::new(publisher) })
+        // The broker's floor, with the same client settings, 20 records a second.
+        let (k, stop) = (kafka.clone(), shutdown.clone());
+        let floor = tokio::spawn(async move {
+            match load_agent_kafka::floor::broker_floor(&k, &floor_topic, 20.0, stop).await {
+                Ok(samples) => samples,
+                Err(e) => {
+                    eprintln!("load-agent loadtest: broker floor probe: {e}");
+                    Vec::new()
+                }
+            }
+        });
+        Ok(Started { mode: "kafka", queue: Arc::new(publisher), floor: Some(floor) })
     }
 }
 

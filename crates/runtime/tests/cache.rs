@@ -8,8 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
 use load_agent_domain::{EventKind, InboundEvent, LogEntry, project_state};
-use load_agent_kafka::{CacheConfig, CacheWeigher, SnapshotCache};
-use load_agent_runtime::SnapshotSource;
+use load_agent_runtime::{CacheConfig, CacheWeigher, SnapshotCache, SnapshotSource};
 use load_agent_store::{
     AppendError, AppendRequest, EventStore, NewOutboxRow, SqliteStore, StoreError, StoreOptions,
 };

@@ -1,5 +1,6 @@
 //! [`SnapshotCache`]: a moka cache of projected `LoadState` snapshots keyed by `load_id`, the
-//! worker's [`SnapshotSource`] in production.
+//! worker's [`SnapshotSource`] in every mode (the Kafka consumer, the embedded in-process
+//! runtime, replay).
 //!
 //! - A hit reads only the entries after the cached version (`read_since`) and applies them; a
 //!   miss reads the whole log and projects it.
@@ -17,9 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::snapshot::{LogProjection, SnapshotSource};
 use async_trait::async_trait;
 use load_agent_domain::{LoadState, LogEntry};
-use load_agent_runtime::{LogProjection, SnapshotSource};
 use load_agent_store::{EventStore, StoreError};
 use moka::future::Cache;
 use tracing::warn;

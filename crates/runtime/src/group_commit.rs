@@ -1,0 +1,392 @@
+//! Group commit across loads (issue 15): the worker's appends of different loads that are ready
+//! within a few milliseconds of each other go to the store in one transaction
+//! ([`EventStore::append_batch`]), so a burst of runs pays one durable commit instead of one
+//! each.
+//!
+//! [`GroupCommit`] is an [`EventStore`] in front of the real one. Reads go straight through;
+//! [`append`](EventStore::append) queues the request and waits for its own result:
+//!
+//! - A committer takes the queued requests once `window` has passed since it started waiting
+//!   (default zero: at once), or as soon as `max_batch` are queued, and appends them with
+//!   `append_batch` (on Postgres one statement for the batch). Up to `committers` batches are in
+//!   flight at once (each on its own connection); requests that arrive while they commit form
+//!   the next batch, so batches grow with the load without a timer.
+//! - Each request keeps its own version check and its own result: a conflict, a duplicate event
+//!   or a reused action key fails only that load, which re-decides exactly as without grouping.
+//!   A store error fails the whole batch, and every run in it gives its event back.
+//! - A run learns that its append committed only after the batch's transaction committed, so
+//!   the consumer stores an offset only after the commit (nothing changes for the callers).
+//! - `max_batch` ≤ 1 turns grouping off: each append goes to the store directly, as before.
+//!
+//! Committers are tasks spawned on demand (none while nothing is queued), so a run that is
+//! cancelled while it waits never stalls the others' batch.
+//!
+//! Metrics: `load_agent_group_commit_batch_size` (requests per transaction) and
+//! `load_agent_group_commit_wait_seconds` (queued → batch taken).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use load_agent_domain::LogEntry;
+use load_agent_store::{AppendError, AppendRequest, EventStore, NewOutboxRow, StoreError};
+use tokio::sync::{Notify, oneshot};
+
+/// How appends are grouped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupCommitConfig {
+    /// How long a committer waits for more requests before it commits a batch that is not full.
+    /// Zero (the default) takes what queued while the previous batches committed: no added
+    /// latency when idle, batches as large as the load makes them when busy.
+    pub window: Duration,
+    /// Requests per transaction at most; ≤ 1 turns grouping off.
+    pub max_batch: usize,
+    /// Batches in flight at once.
+    pub committers: usize,
+}
+
+impl Default for GroupCommitConfig {
+    fn default() -> Self {
+        GroupCommitConfig { window: Duration::ZERO, max_batch: 32, committers: 4 }
+    }
+}
+
+impl GroupCommitConfig {
+    /// Grouping off: every append is its own transaction.
+    pub const OFF: GroupCommitConfig =
+        GroupCommitConfig { window: Duration::ZERO, max_batch: 1, committers: 1 };
+
+    pub fn is_on(&self) -> bool {
+        self.max_batch > 1
+    }
+}
+
+struct Pending {
+    request: AppendRequest,
+    reply: oneshot::Sender<Result<u64, AppendError>>,
+    queued: Instant,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: VecDeque<Pending>,
+    committers: usize,
+}
+
+struct Inner {
+    store: Arc<dyn EventStore>,
+    config: GroupCommitConfig,
+    queue: Mutex<Queue>,
+    /// Notified when the queue holds a full batch.
+    full: Notify,
+}
+
+impl Inner {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        // A poisoned lock only means a committer panicked between two statements that leave the
+        // queue consistent; go on with it.
+        self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The event store with grouped appends; see the module documentation.
+#[derive(Clone)]
+pub struct GroupCommit {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for GroupCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCommit").field("config", &self.inner.config).finish_non_exhaustive()
+    }
+}
+
+impl GroupCommit {
+    pub fn new(store: Arc<dyn EventStore>, mut config: GroupCommitConfig) -> Self {
+        config.committers = config.committers.max(1);
+        GroupCommit {
+            inner: Arc::new(Inner {
+                store,
+                config,
+                queue: Mutex::new(Queue::default()),
+                full: Notify::new(),
+            }),
+        }
+    }
+
+    /// `store` itself when `config` turns grouping off, else the store behind a [`GroupCommit`].
+    pub fn wrap(store: Arc<dyn EventStore>, config: GroupCommitConfig) -> Arc<dyn EventStore> {
+        if config.is_on() { Arc::new(GroupCommit::new(store, config)) } else { store }
+    }
+
+    pub fn config(&self) -> GroupCommitConfig {
+        self.inner.config
+    }
+}
+
+/// Decrements the committer count however the committer ends (a panic in the store included),
+/// so a later request starts a new one.
+struct CommitterSlot(Arc<Inner>);
+
+impl Drop for CommitterSlot {
+    fn drop(&mut self) {
+        self.0.queue().committers -= 1;
+    }
+}
+
+/// A committer: takes batches until the queue is empty.
+async fn commit_batches(inner: Arc<Inner>) {
+    let _slot = CommitterSlot(inner.clone());
+    let max = inner.config.max_batch;
+    loop {
+        let deadline = tokio::time::Instant::now() + inner.config.window;
+        loop {
+            if inner.queue().pending.len() >= max {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, inner.full.notified()).await.is_err() {
+                break;
+            }
+        }
+        let batch: Vec<Pending> = {
+            let mut queue = inner.queue();
+            let n = queue.pending.len().min(max);
+            queue.pending.drain(..n).collect()
+        };
+        if batch.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut requests = Vec::with_capacity(batch.len());
+        let mut replies = Vec::with_capacity(batch.len());
+        for p in batch {
+            metrics::histogram!("load_agent_group_commit_wait_seconds")
+                .record(now.duration_since(p.queued).as_secs_f64());
+            requests.push(p.request);
+            replies.push(p.reply);
+        }
+        metrics::histogram!("load_agent_group_commit_batch_size").record(requests.len() as f64);
+        let results = inner.store.append_batch(requests).await;
+        if results.iter().filter(|r| r.is_ok()).count() > 1 {
+            crate::crash::crash_point("worker.group_commit");
+        }
+        let n = replies.len();
+        let mut results = results.into_iter();
+        for reply in replies {
+            let result = results.next().unwrap_or_else(|| {
+                Err(AppendError::Store(StoreError::Commit(format!(
+                    "the store answered fewer results than the {n} requests of a batch"
+                ))))
+            });
+            // A run that stopped waiting (cancelled) drops its receiver; its append stands.
+            let _ = reply.send(result);
+        }
+    }
+}
+
+#[async_trait]
+impl EventStore for GroupCommit {
+    async fn read(&self, load_id: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
+        self.inner.store.read(load_id).await
+    }
+
+    async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
+        self.inner.store.read_since(load_id, version).await
+    }
+
+    async fn read_entry(&self, load_id: &str, entry_id: &str) -> Result<Option<LogEntry>, StoreError> {
+        self.inner.store.read_entry(load_id, entry_id).await
+    }
+
+    async fn append(
+        &self,
+        load_id: &str,
+        entries: &[LogEntry],
+        expected_version: u64,
+        outbox: &[NewOutboxRow],
+    ) -> Result<u64, AppendError> {
+        let config = self.inner.config;
+        if !config.is_on() {
+            return self.inner.store.append(load_id, entries, expected_version, outbox).await;
+        }
+        let (reply, answer) = oneshot::channel();
+        let request = AppendRequest {
+            load_id: load_id.to_owned(),
+            entries: entries.to_vec(),
+            expected_version,
+            outbox: outbox.to_vec(),
+        };
+        let start_committer = {
+            let mut queue = self.inner.queue();
+            queue.pending.push_back(Pending { request, reply, queued: Instant::now() });
+            if queue.pending.len() >= config.max_batch {
+                self.inner.full.notify_one();
+            }
+            let start = queue.committers < config.committers;
+            if start {
+                queue.committers += 1;
+            }
+            start
+        };
+        if start_committer {
+            tokio::spawn(commit_batches(self.inner.clone()));
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(AppendError::Store(StoreError::Commit(
+                "the group commit ended without an answer for this append".into(),
+            )))
+        })
+    }
+
+    async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
+        self.inner.store.append_batch(requests).await
+    }
+
+    async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
+        self.inner.store.llm_cost(load_id).await
+    }
+
+    async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.inner.store.load_ids(limit).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use chrono::{TimeZone, Utc};
+    use load_agent_domain::{EventKind, InboundEvent};
+    use load_agent_store::{SqliteStore, StoreOptions};
+
+    use super::*;
+
+    /// The SQLite store, counting the batches and single appends that reach it.
+    struct Counting {
+        store: SqliteStore,
+        batches: Mutex<Vec<usize>>,
+        singles: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl EventStore for Counting {
+        async fn read(&self, load_id: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
+            self.store.read(load_id).await
+        }
+        async fn read_since(&self, load_id: &str, v: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
+            self.store.read_since(load_id, v).await
+        }
+        async fn append(
+            &self,
+            load_id: &str,
+            entries: &[LogEntry],
+            expected_version: u64,
+            outbox: &[NewOutboxRow],
+        ) -> Result<u64, AppendError> {
+            self.singles.fetch_add(1, Ordering::SeqCst);
+            self.store.append(load_id, entries, expected_version, outbox).await
+        }
+        async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
+            self.batches.lock().expect("batches").push(requests.len());
+            self.store.append_batch(requests).await
+        }
+        async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
+            self.store.llm_cost(load_id).await
+        }
+        async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+            self.store.load_ids(limit).await
+        }
+    }
+
+    async fn counting() -> Arc<Counting> {
+        let store = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite");
+        Arc::new(Counting { store, batches: Mutex::new(Vec::new()), singles: AtomicUsize::new(0) })
+    }
+
+    fn sms(load: &str, id: &str) -> LogEntry {
+        LogEntry::Event(InboundEvent {
+            event_id: id.into(),
+            load_id: load.into(),
+            occurred_at: Utc.timestamp_opt(1_772_456_400, 0).single().unwrap_or_default(),
+            kind: EventKind::Sms { from: "drv".into(), text: format!("{id}: eta 2:30") },
+        })
+    }
+
+    /// Appends one entry to each load at once, at the given expected versions.
+    async fn append_all(store: &GroupCommit, appends: &[(&str, &str, u64)]) -> Vec<Result<u64, AppendError>> {
+        let runs = appends.iter().map(|(load, id, expected)| {
+            let entries = [sms(load, id)];
+            async move { store.append(load, &entries, *expected, &[]).await }
+        });
+        futures::future::join_all(runs).await
+    }
+
+    fn versions(results: &[Result<u64, AppendError>]) -> Vec<Option<u64>> {
+        results.iter().map(|r| r.as_ref().ok().copied()).collect()
+    }
+
+    fn config(max_batch: usize) -> GroupCommitConfig {
+        GroupCommitConfig { window: Duration::from_millis(20), max_batch, committers: 1 }
+    }
+
+    #[tokio::test]
+    async fn appends_of_different_loads_ready_together_share_one_transaction() {
+        let inner = counting().await;
+        let store = GroupCommit::new(inner.clone(), config(32));
+        let results = append_all(&store, &[("A", "a1", 0), ("B", "b1", 0), ("C", "c1", 0)]).await;
+        assert_eq!(versions(&results), [Some(1); 3], "{results:?}");
+        assert_eq!(*inner.batches.lock().expect("batches"), vec![3], "one transaction for the three");
+        assert_eq!(inner.singles.load(Ordering::SeqCst), 0);
+        for load in ["A", "B", "C"] {
+            assert_eq!(store.read(load).await.expect("read").1, 1, "{load} is logged");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_conflict_or_a_duplicate_fails_only_its_own_load() {
+        let inner = counting().await;
+        let store = GroupCommit::new(inner.clone(), config(32));
+        assert_eq!(versions(&append_all(&store, &[("A", "a1", 0), ("B", "b1", 0)]).await), [Some(1); 2]);
+        // A expects a stale version, B repeats a logged event id, C and D are fine.
+        let results =
+            append_all(&store, &[("A", "a2", 0), ("B", "b1", 1), ("C", "c1", 0), ("D", "d1", 0)]).await;
+        assert!(matches!(results[0], Err(AppendError::Conflict { expected: 0, actual: 1 })), "{results:?}");
+        assert!(
+            matches!(&results[1], Err(AppendError::DuplicateEntry { entry_id }) if entry_id == "b1"),
+            "{results:?}"
+        );
+        assert_eq!(versions(&results[2..]), [Some(1); 2]);
+        assert_eq!(store.read("A").await.expect("read").1, 1, "A's stale append wrote nothing");
+        assert_eq!(store.read("B").await.expect("read").1, 1, "B's duplicate wrote nothing");
+    }
+
+    #[tokio::test]
+    async fn a_full_batch_commits_without_waiting_out_the_window_and_the_rest_follows() {
+        let inner = counting().await;
+        let store = GroupCommit::new(
+            inner.clone(),
+            GroupCommitConfig { window: Duration::from_secs(30), max_batch: 2, committers: 1 },
+        );
+        let results = tokio::time::timeout(
+            Duration::from_secs(10),
+            append_all(&store, &[("A", "a1", 0), ("B", "b1", 0), ("C", "c1", 0), ("D", "d1", 0)]),
+        )
+        .await
+        .expect("full batches do not wait for the 30 s window");
+        assert_eq!(versions(&results), [Some(1); 4], "{results:?}");
+        assert_eq!(*inner.batches.lock().expect("batches"), vec![2, 2]);
+    }
+
+    #[tokio::test]
+    async fn off_sends_each_append_to_the_store_as_before() {
+        let inner = counting().await;
+        let store = GroupCommit::new(inner.clone(), GroupCommitConfig::OFF);
+        assert_eq!(versions(&append_all(&store, &[("A", "a1", 0), ("B", "b1", 0)]).await), [Some(1); 2]);
+        assert!(inner.batches.lock().expect("batches").is_empty());
+        assert_eq!(inner.singles.load(Ordering::SeqCst), 2);
+        // `wrap` with grouping off is the store itself.
+        let plain: Arc<dyn EventStore> = inner.clone();
+        assert!(Arc::ptr_eq(&GroupCommit::wrap(plain.clone(), GroupCommitConfig::OFF), &plain));
+    }
+}

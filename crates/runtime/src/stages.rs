@@ -1,0 +1,105 @@
+//! Where the time of one event goes (issue 15: attribute before optimizing). The pipeline calls
+//! [`observe`] at each stage boundary; each observation goes to the histogram
+//! `load_agent_stage_seconds{stage}` and, when a load test installed one, to a [`StageSink`]
+//! that keeps raw samples for exact percentiles.
+//!
+//! Event → commit: `fetch` (the producer's send to the consumer's receipt: the broker and both
+//! clients), `queue` (received to the run's start: waiting behind the load's earlier records
+//! and for a run permit), `snapshot`, `decide` (validation, triage, the SOP, the LLM if any),
+//! `append` (the log, the decision and the outbox rows in one transaction).
+//! Commit → published: `claim`, `send` (the destination's acknowledgement), `outcome` (the
+//! `action_outcome` published), `mark` (the row marked dispatched).
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// A stage of the event → commit or commit → published path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Stage {
+    Fetch,
+    Queue,
+    Snapshot,
+    Decide,
+    Append,
+    Claim,
+    Send,
+    Outcome,
+    Mark,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 9] = [
+        Stage::Fetch,
+        Stage::Queue,
+        Stage::Snapshot,
+        Stage::Decide,
+        Stage::Append,
+        Stage::Claim,
+        Stage::Send,
+        Stage::Outcome,
+        Stage::Mark,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Fetch => "fetch",
+            Stage::Queue => "queue",
+            Stage::Snapshot => "snapshot",
+            Stage::Decide => "decide",
+            Stage::Append => "append",
+            Stage::Claim => "claim",
+            Stage::Send => "send",
+            Stage::Outcome => "outcome",
+            Stage::Mark => "mark",
+        }
+    }
+}
+
+/// Receives every observation (the load test's probe).
+pub trait StageSink: Send + Sync {
+    fn observe(&self, stage: Stage, took: Duration);
+}
+
+static SINK: OnceLock<Arc<dyn StageSink>> = OnceLock::new();
+
+/// Installs the process's sink; only the first call counts (false after).
+pub fn install_sink(sink: Arc<dyn StageSink>) -> bool {
+    SINK.set(sink).is_ok()
+}
+
+/// Records that `stage` took `took`.
+pub fn observe(stage: Stage, took: Duration) {
+    metrics::histogram!("load_agent_stage_seconds", "stage" => stage.as_str()).record(took.as_secs_f64());
+    if let Some(sink) = SINK.get() {
+        sink.observe(stage, took);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    struct Keep(Mutex<Vec<(Stage, Duration)>>);
+
+    impl StageSink for Keep {
+        fn observe(&self, stage: Stage, took: Duration) {
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).push((stage, took));
+        }
+    }
+
+    #[test]
+    fn an_installed_sink_sees_every_observation_and_names_are_stable() {
+        let keep = Arc::new(Keep(Mutex::new(Vec::new())));
+        assert!(install_sink(keep.clone()));
+        assert!(!install_sink(keep.clone()), "one sink per process");
+        observe(Stage::Append, Duration::from_millis(3));
+        let seen = keep.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert!(seen.contains(&(Stage::Append, Duration::from_millis(3))), "{seen:?}");
+        let names: Vec<&str> = Stage::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(
+            names,
+            ["fetch", "queue", "snapshot", "decide", "append", "claim", "send", "outcome", "mark"]
+        );
+    }
+}
