@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use load_agent_agent::Agent;
 use load_agent_benches::{BenchLlm, LOAD, varied_log};
-use load_agent_domain::LogEntry;
+use load_agent_domain::{LoadSummary, LogEntry};
 use load_agent_runtime::{CacheConfig, SnapshotCache};
 use load_agent_runtime::{LogProjection, SnapshotSource};
 use load_agent_store::{AppendError, AppendRequest, EventStore, NewOutboxRow, StoreError};
@@ -60,7 +60,14 @@ impl EventStore for MemStore {
         Ok((log[from..].to_vec(), log.len() as u64))
     }
 
-    async fn append(&self, _: &str, _: &[LogEntry], _: u64, _: &[NewOutboxRow]) -> Result<u64, AppendError> {
+    async fn append_summarized(
+        &self,
+        _: &str,
+        _: &[LogEntry],
+        _: u64,
+        _: &[NewOutboxRow],
+        _: Option<&LoadSummary>,
+    ) -> Result<u64, AppendError> {
         Err(read_only().into())
     }
 

@@ -161,7 +161,13 @@ async fn batched_appends(stores: &Stores, tasks: usize, per_batch: usize, iters:
                         .map(|i| {
                             let load = format!("batch-{run}-{task}-{i}");
                             let (entries, outbox) = agent_append(&load, n, 2 * n);
-                            AppendRequest { load_id: load, entries, expected_version: 2 * n, outbox }
+                            AppendRequest {
+                                load_id: load,
+                                entries,
+                                expected_version: 2 * n,
+                                outbox,
+                                summary: None,
+                            }
                         })
                         .collect()
                 })

@@ -375,7 +375,7 @@ pub async fn prepare_rows(stores: &load_agent_store::Stores, rows: u64, prefix: 
             if i == loads - 1 && rows % 2 == 1 {
                 outbox.truncate(1);
             }
-            AppendRequest { load_id: load, entries, expected_version: 0, outbox }
+            AppendRequest { load_id: load, entries, expected_version: 0, outbox, summary: None }
         })
         .collect();
     for chunk in requests.chunks(50) {

@@ -6,6 +6,7 @@
 //! - [`event`]: inbound events (`InboundEvent`, `EventKind`).
 //! - [`log`]: log entries (an event or a `DecisionRecord`).
 //! - [`state`]: `LoadState`, a pure fold over the log (`project_state`, `LoadState::apply`).
+//! - [`summary`]: `LoadSummary`, what the operations console lists a load by.
 //! - [`triggers`]: `detect_triggers(before, after)`, a pure diff.
 //! - [`action`]: actions as data, their destinations and classes.
 //! - [`decision`]: `DecisionRecord`, ask transitions and the step rule.
@@ -22,6 +23,7 @@ pub mod load;
 pub mod log;
 pub mod pii;
 pub mod state;
+pub mod summary;
 pub mod triggers;
 
 pub use action::{Action, ActionBody, ActionClass, ActionKind, AskStepRef, Destination, SlackTarget};
@@ -42,6 +44,7 @@ pub use load::{
 };
 pub use log::LogEntry;
 pub use state::{AskStatus, LoadState, OpenAsk, Stage, Tracking, project_state};
+pub use summary::LoadSummary;
 pub use triggers::{Trigger, detect_triggers};
 
 /// Ask types the shipped SOPs open.

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::action::ActionBody;
 use crate::decision::{AskTransition, ContactUpdate, DecisionRecord, StepKind, TimerRef};
 use crate::event::{EventKind, InboundEvent, MessageChannel, RiskBand, StopStatusKind};
 use crate::load::{Contact, LoadRegistered, SopRef, StopKind};
@@ -220,6 +221,9 @@ pub struct LoadState {
     /// Number of decisions and their total LLM cost.
     pub decisions: u64,
     pub llm_cost_usd: f64,
+    /// When the last urgent Hero task was decided (the operations console lists the load).
+    #[serde(default)]
+    pub last_urgent_task_at: Option<DateTime<Utc>>,
 }
 
 impl LoadState {
@@ -305,6 +309,9 @@ impl LoadState {
         }
         for a in d.effective_actions() {
             self.committed_action_keys.insert(a.key.clone());
+            if matches!(a.body, ActionBody::CreateHeroTask { urgent: true, .. }) {
+                self.last_urgent_task_at = Some(d.decided_at);
+            }
         }
     }
 

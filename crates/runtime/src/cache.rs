@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use crate::snapshot::{LogProjection, SnapshotSource};
 use async_trait::async_trait;
-use load_agent_domain::{LoadState, LogEntry};
+use load_agent_domain::LoadState;
 use load_agent_store::{EventStore, StoreError};
 use moka::future::Cache;
 use tracing::warn;
@@ -178,13 +178,11 @@ impl SnapshotSource for SnapshotCache {
         Ok(state)
     }
 
-    async fn committed(&self, before: &LoadState, entries: &[LogEntry], new_version: u64) {
-        let mut state = before.clone();
-        state.apply_all(entries);
-        if state.version == new_version {
-            self.keep(&state).await;
+    async fn committed(&self, after: &LoadState, new_version: u64) {
+        if after.version == new_version {
+            self.keep(after).await;
         } else {
-            self.invalidate(&before.load_id).await;
+            self.invalidate(&after.load_id).await;
         }
     }
 

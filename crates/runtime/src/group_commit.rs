@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use load_agent_domain::LogEntry;
+use load_agent_domain::{LoadSummary, LogEntry};
 use load_agent_store::{AppendError, AppendRequest, EventStore, NewOutboxRow, StoreError};
 use tokio::sync::{Notify, oneshot};
 
@@ -199,16 +199,21 @@ impl EventStore for GroupCommit {
         self.inner.store.read_entry(load_id, entry_id).await
     }
 
-    async fn append(
+    async fn append_summarized(
         &self,
         load_id: &str,
         entries: &[LogEntry],
         expected_version: u64,
         outbox: &[NewOutboxRow],
+        summary: Option<&LoadSummary>,
     ) -> Result<u64, AppendError> {
         let config = self.inner.config;
         if !config.is_on() {
-            return self.inner.store.append(load_id, entries, expected_version, outbox).await;
+            return self
+                .inner
+                .store
+                .append_summarized(load_id, entries, expected_version, outbox, summary)
+                .await;
         }
         let (reply, answer) = oneshot::channel();
         let request = AppendRequest {
@@ -216,6 +221,7 @@ impl EventStore for GroupCommit {
             entries: entries.to_vec(),
             expected_version,
             outbox: outbox.to_vec(),
+            summary: summary.cloned(),
         };
         let start_committer = {
             let mut queue = self.inner.queue();
@@ -277,15 +283,16 @@ mod tests {
         async fn read_since(&self, load_id: &str, v: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
             self.store.read_since(load_id, v).await
         }
-        async fn append(
+        async fn append_summarized(
             &self,
             load_id: &str,
             entries: &[LogEntry],
             expected_version: u64,
             outbox: &[NewOutboxRow],
+            summary: Option<&LoadSummary>,
         ) -> Result<u64, AppendError> {
             self.singles.fetch_add(1, Ordering::SeqCst);
-            self.store.append(load_id, entries, expected_version, outbox).await
+            self.store.append_summarized(load_id, entries, expected_version, outbox, summary).await
         }
         async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
             self.batches.lock().expect("batches").push(requests.len());

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use load_agent_domain::{LoadState, LogEntry, project_state};
+use load_agent_domain::{LoadState, project_state};
 use load_agent_store::{EventStore, StoreError};
 
 /// The projected state of a load at its current version (`LoadState::version`).
@@ -15,9 +15,9 @@ pub trait SnapshotSource: Send + Sync {
     /// the `expected_version` of the next append.
     async fn snapshot(&self, load_id: &str) -> Result<LoadState, StoreError>;
 
-    /// A run appended `entries` on top of `before` and the log is now at `new_version`. A cache
-    /// can apply them instead of reading them back.
-    async fn committed(&self, _before: &LoadState, _entries: &[LogEntry], _new_version: u64) {}
+    /// A run appended entries and the log is now at `new_version`; `after` is the state it
+    /// projected from them. A cache can keep it instead of reading the entries back.
+    async fn committed(&self, _after: &LoadState, _new_version: u64) {}
 
     /// The cached state of `load_id` is behind the log (an append conflicted): drop it.
     async fn invalidate(&self, _load_id: &str) {}

@@ -21,7 +21,7 @@ use load_agent_agent::{
     Agent, Deps, InvalidEvent, Processed, check_redelivery, hero_fallback_record, prepare_event_at,
     process_event,
 };
-use load_agent_domain::{DecisionRecord, InboundEvent, LoadState, LogEntry};
+use load_agent_domain::{DecisionRecord, InboundEvent, LoadState, LoadSummary, LogEntry};
 use load_agent_llm::{LlmClient, LlmClientExt, RunDeadline};
 use load_agent_store::{AppendError, EventStore, LoadLock, NewOutboxRow};
 use tracing::{Instrument, error, info, info_span, warn};
@@ -221,16 +221,22 @@ impl Worker {
             let new_version = state.version + 2;
             let rows = outbox_rows(&decision, new_version);
             let entries = [LogEntry::Event(prepared), LogEntry::Decision(decision.clone())];
+            let expected = state.version;
+            let mut after = state;
+            after.apply_all(&entries);
+            // The console's row for the load, written in the append's transaction.
+            let summary = LoadSummary::of(&after, decision.decided_at);
             stages::observe(Stage::Decide, started.elapsed());
             let started = Instant::now();
-            let appended = self.events.append(&load_id, &entries, state.version, &rows).await;
+            let appended =
+                self.events.append_summarized(&load_id, &entries, expected, &rows, Some(&summary)).await;
             stages::observe(Stage::Append, started.elapsed());
             match appended {
                 Ok(version) => {
                     if !rows.is_empty() {
                         self.committed_rows.notify_one();
                     }
-                    self.snapshots.committed(&state, &entries, version).await;
+                    self.snapshots.committed(&after, version).await;
                     return RunOutcome::Committed { decision, version, conflicts };
                 }
                 Err(AppendError::Conflict { expected, actual }) => {

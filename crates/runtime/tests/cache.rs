@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
-use load_agent_domain::{EventKind, InboundEvent, LogEntry, project_state};
+use load_agent_domain::{EventKind, InboundEvent, LoadSummary, LogEntry, project_state};
 use load_agent_runtime::{CacheConfig, CacheWeigher, SnapshotCache, SnapshotSource};
 use load_agent_store::{
     AppendError, AppendRequest, EventStore, NewOutboxRow, SqliteStore, StoreError, StoreOptions,
@@ -43,14 +43,15 @@ impl EventStore for Counting {
         self.reads_since.fetch_add(1, Ordering::Relaxed);
         self.inner.read_since(load_id, version).await
     }
-    async fn append(
+    async fn append_summarized(
         &self,
         load_id: &str,
         entries: &[LogEntry],
         expected_version: u64,
         outbox: &[NewOutboxRow],
+        summary: Option<&LoadSummary>,
     ) -> Result<u64, AppendError> {
-        self.inner.append(load_id, entries, expected_version, outbox).await
+        self.inner.append_summarized(load_id, entries, expected_version, outbox, summary).await
     }
     async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
         self.inner.append_batch(requests).await
@@ -97,7 +98,9 @@ async fn a_commit_is_applied_to_the_cached_state_and_a_conflict_drops_it() {
     let before = cache.snapshot("L1").await.expect("miss");
     let appended = [sms("L1", "b"), sms("L1", "c")];
     let version = events.append("L1", &appended, before.version, &[]).await.expect("append");
-    cache.committed(&before, &appended, version).await;
+    let mut after = before.clone();
+    after.apply_all(&appended);
+    cache.committed(&after, version).await;
     let cached = cache.cached("L1").await.expect("kept after the commit");
     assert_eq!(cached.version, 3);
     assert!(cached.event_ids.contains("c"));

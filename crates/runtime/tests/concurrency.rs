@@ -20,7 +20,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use load_agent_agent::Agent;
 use load_agent_domain::{
     Action, ActionBody, Contact, Destination, EmailThread, EventKind, InboundEvent, Language, LoadRegistered,
-    LogEntry, RiskBand, Role, SlackTarget, Stop, StopKind,
+    LoadSummary, LogEntry, RiskBand, Role, SlackTarget, Stop, StopKind,
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
@@ -289,14 +289,15 @@ impl EventStore for CountingRefusals {
     async fn read_entry(&self, load_id: &str, entry_id: &str) -> Result<Option<LogEntry>, StoreError> {
         self.inner.read_entry(load_id, entry_id).await
     }
-    async fn append(
+    async fn append_summarized(
         &self,
         load_id: &str,
         entries: &[LogEntry],
         expected_version: u64,
         outbox: &[NewOutboxRow],
+        summary: Option<&LoadSummary>,
     ) -> Result<u64, AppendError> {
-        let result = self.inner.append(load_id, entries, expected_version, outbox).await;
+        let result = self.inner.append_summarized(load_id, entries, expected_version, outbox, summary).await;
         if matches!(result, Err(AppendError::Conflict { .. } | AppendError::DuplicateEntry { .. })) {
             self.refused.fetch_add(1, Ordering::SeqCst);
         }

@@ -9,7 +9,7 @@ use chrono::{DateTime, Duration, Utc};
 use load_agent_agent::Agent;
 use load_agent_domain::{
     Action, ActionBody, ActionKind, Contact, DecisionPath, Destination, EventKind, InboundEvent, Language,
-    LoadRegistered, LogEntry, OutcomeStatus, Role, Stop, StopKind, action_outcome_event_id,
+    LoadRegistered, LoadSummary, LogEntry, OutcomeStatus, Role, Stop, StopKind, action_outcome_event_id,
     timer_fired_event_id,
 };
 use load_agent_llm::{FakeLlm, LlmClient};
@@ -200,12 +200,13 @@ impl EventStore for RacingEvents {
     async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
         self.inner.read_since(load_id, version).await
     }
-    async fn append(
+    async fn append_summarized(
         &self,
         load_id: &str,
         entries: &[LogEntry],
         expected_version: u64,
         outbox: &[NewOutboxRow],
+        summary: Option<&LoadSummary>,
     ) -> Result<u64, AppendError> {
         self.appends.fetch_add(1, Ordering::SeqCst);
         if !self.raced.swap(true, Ordering::SeqCst) {
@@ -226,7 +227,7 @@ impl EventStore for RacingEvents {
                 .append(load_id, &[LogEntry::Event(other), LogEntry::Decision(decision)], version, &[])
                 .await?;
         }
-        self.inner.append(load_id, entries, expected_version, outbox).await
+        self.inner.append_summarized(load_id, entries, expected_version, outbox, summary).await
     }
     async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
         self.inner.append_batch(requests).await
@@ -270,12 +271,13 @@ async fn conflicts_are_bounded_then_the_event_is_given_back() {
         async fn read_since(&self, l: &str, v: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
             self.0.read_since(l, v).await
         }
-        async fn append(
+        async fn append_summarized(
             &self,
             _: &str,
             _: &[LogEntry],
             e: u64,
             _: &[NewOutboxRow],
+            _: Option<&LoadSummary>,
         ) -> Result<u64, AppendError> {
             Err(AppendError::Conflict { expected: e, actual: e + 1 })
         }

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use load_agent_avro::log_entry::{decode_log_entry, encode_log_entry};
 use load_agent_avro::registry::SchemaId;
-use load_agent_domain::{Action, Destination, LogEntry};
+use load_agent_domain::{Action, Destination, LoadSummary, LogEntry};
 
 use crate::error::{AppendError, StoreError};
 use crate::outbox::{NewOutboxRow, OutboxStatus};
@@ -43,6 +43,37 @@ pub(crate) struct EncodedAppend {
     pub outbox: Vec<EncodedOutboxRow>,
     /// `created_at` of the outbox rows: the latest `recorded_at` of the entries.
     pub created_at: DateTime<Utc>,
+    /// The load's `load_summary` row after the append, if the caller gave it.
+    pub summary: Option<EncodedSummary>,
+}
+
+/// A load's summary ready for its `load_summary` row.
+pub(crate) struct EncodedSummary {
+    pub client: Option<String>,
+    pub stage: &'static str,
+    pub version: i64,
+    pub open_asks: i32,
+    pub escalated_asks: i32,
+    pub escalated_since: Option<DateTime<Utc>>,
+    pub urgent_task_at: Option<DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+}
+
+pub(crate) fn encode_summary(load_id: &str, s: &LoadSummary) -> Result<EncodedSummary, StoreError> {
+    let version = i64::try_from(s.version).map_err(|_| {
+        StoreError::InvalidRequest(format!("load {load_id}: summary version {} exceeds i64", s.version))
+    })?;
+    let count = |n: u32| i32::try_from(n).unwrap_or(i32::MAX);
+    Ok(EncodedSummary {
+        client: s.client.clone(),
+        stage: s.stage.as_str(),
+        version,
+        open_asks: count(s.open_asks),
+        escalated_asks: count(s.escalated_asks),
+        escalated_since: s.escalated_since,
+        urgent_task_at: s.urgent_task_at,
+        updated_at: s.updated_at,
+    })
 }
 
 impl EncodedAppend {
@@ -61,6 +92,7 @@ pub(crate) fn encode_append(
     entries: &[LogEntry],
     expected_version: u64,
     outbox: &[NewOutboxRow],
+    summary: Option<&LoadSummary>,
 ) -> Result<EncodedAppend, AppendError> {
     let expected = i64::try_from(expected_version).map_err(|_| {
         StoreError::InvalidRequest(format!("expected_version {expected_version} exceeds i64"))
@@ -137,6 +169,7 @@ pub(crate) fn encode_append(
         entries: encoded,
         outbox: rows,
         created_at,
+        summary: summary.map(|s| encode_summary(load_id, s)).transpose()?,
     })
 }
 

@@ -1,7 +1,7 @@
 //! The per-load append-only log (ADR 0001, ADR 0003).
 
 use async_trait::async_trait;
-use load_agent_domain::LogEntry;
+use load_agent_domain::{LoadSummary, LogEntry};
 
 use crate::error::{AppendError, StoreError};
 use crate::outbox::NewOutboxRow;
@@ -13,6 +13,8 @@ pub struct AppendRequest {
     pub entries: Vec<LogEntry>,
     pub expected_version: u64,
     pub outbox: Vec<NewOutboxRow>,
+    /// The load's summary after these entries (the `load_summary` row), if the caller has it.
+    pub summary: Option<LoadSummary>,
 }
 
 /// The log of every load. A load's version is the seq of its last entry, which is also its
@@ -38,19 +40,34 @@ pub trait EventStore: Send + Sync {
         Ok(entries.into_iter().find(|e| e.entry_id() == entry_id))
     }
 
-    /// Appends `entries` and writes `outbox` rows in ONE transaction, only if the log is still
-    /// at `expected_version`; returns the new version. On any error nothing is written.
+    /// Appends `entries`, writes `outbox` rows and, if given, the load's `summary` (its
+    /// `load_summary` row, for the console's [`LoadIndex`](crate::LoadIndex)) in ONE transaction,
+    /// only if the log is still at `expected_version`; returns the new version. On any error
+    /// nothing is written.
     ///
     /// Outbox rows need the entries that decide them: rows without entries are refused. Each
     /// row's `created_at` is the latest `recorded_at` of the appended entries (the decision's
-    /// time), never the database clock.
+    /// time), never the database clock. A wrapper must forward the summary.
+    async fn append_summarized(
+        &self,
+        load_id: &str,
+        entries: &[LogEntry],
+        expected_version: u64,
+        outbox: &[NewOutboxRow],
+        summary: Option<&LoadSummary>,
+    ) -> Result<u64, AppendError>;
+
+    /// [`append_summarized`](Self::append_summarized) without a summary (tools and tests; the
+    /// worker always passes one).
     async fn append(
         &self,
         load_id: &str,
         entries: &[LogEntry],
         expected_version: u64,
         outbox: &[NewOutboxRow],
-    ) -> Result<u64, AppendError>;
+    ) -> Result<u64, AppendError> {
+        self.append_summarized(load_id, entries, expected_version, outbox, None).await
+    }
 
     /// Several loads' appends in one transaction, for throughput: each request is all or
     /// nothing with its own version check, and gets its own result, in order (a later request

@@ -4,12 +4,14 @@
 //! suite (`tests/contract/`).
 //!
 //! Layout:
-//! - [`event_store`]: [`EventStore`] — `read`, `read_since`, `read_entry`, `append` (entries and
-//!   outbox rows in one transaction at an expected version), `append_batch`, `llm_cost`,
+//! - [`event_store`]: [`EventStore`] — `read`, `read_since`, `read_entry`, `append` (entries, outbox
+//!   rows and the load's summary in one transaction at an expected version), `append_batch`, `llm_cost`,
 //!   `load_ids`.
 //! - [`outbox`]: [`Outbox`] — claims with tokens and leases, per-load order per destination,
 //!   marks, monitoring queries, `rows_for_load`.
 //! - [`timers`]: [`TimerStore`] — idempotent `schedule` / `cancel` / `mark_fired`, `due`.
+//! - [`attention`]: [`LoadIndex`] — the operations console's attention list, from the
+//!   `load_summary` projection written in the append transaction.
 //! - [`lock`]: [`LoadLock`] — the optional per-load lease.
 //! - [`dead_letters`]: [`DeadLetterStore`] — bodies of dead letters the DLQ topic cannot hold
 //!   as they are, kept by source record.
@@ -28,6 +30,7 @@
 //! and never reads the clock. Every time (leases, due times, marks) is passed in by the caller,
 //! so evals run the same code on a fake clock; the database clock is never used either.
 
+pub mod attention;
 pub mod dead_letters;
 pub mod error;
 pub mod event_store;
@@ -40,6 +43,7 @@ pub mod timers;
 
 mod codec;
 
+pub use attention::{AttentionPage, AttentionQuery, AttentionReason, AttentionRow, LoadIndex};
 pub use codec::MAX_ROWS_PER_APPEND;
 pub use dead_letters::{DeadLetterStore, KeptDeadLetter};
 pub use error::{AppendError, ClaimError, StaleClaimError, StoreError};

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sqlx::sqlite::SqliteConnectOptions;
 
+use crate::attention::LoadIndex;
 use crate::dead_letters::DeadLetterStore;
 use crate::error::StoreError;
 use crate::event_store::EventStore;
@@ -49,7 +50,7 @@ impl StoreOptions {
     }
 }
 
-/// The five store handles the runtime holds, all backed by one database.
+/// The store handles the runtime holds, all backed by one database.
 #[derive(Clone)]
 pub struct Stores {
     pub events: Arc<dyn EventStore>,
@@ -58,6 +59,8 @@ pub struct Stores {
     /// Bodies of dead letters the DLQ topic cannot hold as they are.
     pub dead_letters: Arc<dyn DeadLetterStore>,
     pub lock: Arc<dyn LoadLock>,
+    /// The console's attention list over the `load_summary` projection.
+    pub index: Arc<dyn LoadIndex>,
 }
 
 impl std::fmt::Debug for Stores {

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
-use load_agent_domain::LogEntry;
+use load_agent_domain::{LoadSummary, LogEntry};
 use sqlx::postgres::PgRow;
 use sqlx::{Executor, Postgres, Row};
 
@@ -44,6 +44,16 @@ WITH cur AS (
     FROM ok, UNNEST($9::text[], $10::int8[], $11::text[], $12::text[])
              WITH ORDINALITY AS o(id, load_version, destination, action, n)
     ORDER BY o.n
+), summary AS (
+    INSERT INTO load_summary (load_id, client, stage, version, open_asks, escalated_asks,
+                              escalated_since, urgent_task_at, updated_at)
+    SELECT $1, $14, $15, $16, $17, $18, $19, $20, $21 FROM ok WHERE $15::text IS NOT NULL
+    ON CONFLICT (load_id) DO UPDATE SET
+        client = excluded.client, stage = excluded.stage, version = excluded.version,
+        open_asks = excluded.open_asks, escalated_asks = excluded.escalated_asks,
+        escalated_since = excluded.escalated_since, urgent_task_at = excluded.urgent_task_at,
+        updated_at = excluded.updated_at
+    WHERE load_summary.version <= excluded.version
 )
 SELECT cur.v, dup_entry.id, dup_key.id FROM cur, dup_entry, dup_key
 "#;
@@ -86,6 +96,21 @@ WITH req AS (
     SELECT o.id, ok.load_id, o.load_version, o.destination, o.action, ok.created_at
     FROM ok JOIN obx o ON o.li = ok.i
     ORDER BY o.n
+), summary AS (
+    INSERT INTO load_summary (load_id, client, stage, version, open_asks, escalated_asks,
+                              escalated_since, urgent_task_at, updated_at)
+    SELECT ok.load_id, s.client, s.stage, s.version, s.open_asks, s.escalated, s.escalated_since,
+           s.urgent_at, s.updated_at
+    FROM ok JOIN UNNEST($17::int8[], $18::text[], $19::text[], $20::int8[], $21::int4[], $22::int4[],
+                        $23::timestamptz[], $24::timestamptz[], $25::timestamptz[])
+        AS s(li, client, stage, version, open_asks, escalated, escalated_since, urgent_at, updated_at)
+        ON s.li = ok.i
+    ON CONFLICT (load_id) DO UPDATE SET
+        client = excluded.client, stage = excluded.stage, version = excluded.version,
+        open_asks = excluded.open_asks, escalated_asks = excluded.escalated_asks,
+        escalated_since = excluded.escalated_since, urgent_task_at = excluded.urgent_task_at,
+        updated_at = excluded.updated_at
+    WHERE load_summary.version <= excluded.version
 )
 SELECT i, v, dup_entry, dup_key FROM cur ORDER BY i
 "#;
@@ -121,6 +146,7 @@ where
 {
     let (mut e_li, mut e_n, mut o_li) = (Vec::new(), Vec::new(), Vec::new());
     let (mut entries, mut rows) = (Vec::new(), Vec::new());
+    let (mut s_li, mut sums) = (Vec::new(), Vec::new());
     for (i, req) in reqs.iter().enumerate() {
         let li = i as i64 + 1;
         for (n, entry) in req.entries.iter().enumerate() {
@@ -131,6 +157,10 @@ where
         for row in &req.outbox {
             o_li.push(li);
             rows.push(row);
+        }
+        if let Some(summary) = &req.summary {
+            s_li.push(li);
+            sums.push(summary);
         }
     }
     let result: Vec<PgRow> = sqlx::query(APPEND_LOADS)
@@ -150,6 +180,15 @@ where
         .bind(rows.iter().map(|x| x.load_version).collect::<Vec<_>>())
         .bind(rows.iter().map(|x| x.destination).collect::<Vec<_>>())
         .bind(rows.iter().map(|x| x.action.as_str()).collect::<Vec<_>>())
+        .bind(s_li)
+        .bind(sums.iter().map(|x| x.client.as_deref()).collect::<Vec<_>>())
+        .bind(sums.iter().map(|x| x.stage).collect::<Vec<_>>())
+        .bind(sums.iter().map(|x| x.version).collect::<Vec<_>>())
+        .bind(sums.iter().map(|x| x.open_asks).collect::<Vec<_>>())
+        .bind(sums.iter().map(|x| x.escalated_asks).collect::<Vec<_>>())
+        .bind(sums.iter().map(|x| x.escalated_since).collect::<Vec<Option<DateTime<Utc>>>>())
+        .bind(sums.iter().map(|x| x.urgent_task_at).collect::<Vec<Option<DateTime<Utc>>>>())
+        .bind(sums.iter().map(|x| x.updated_at).collect::<Vec<DateTime<Utc>>>())
         .fetch_all(executor)
         .await?;
     if result.len() != reqs.len() {
@@ -187,6 +226,7 @@ where
     }
     let e = &req.entries;
     let o = &req.outbox;
+    let sum = req.summary.as_ref();
     let row: PgRow = sqlx::query(APPEND)
         .bind(&req.load_id)
         .bind(req.expected_version)
@@ -201,6 +241,14 @@ where
         .bind(o.iter().map(|x| x.destination).collect::<Vec<_>>())
         .bind(o.iter().map(|x| x.action.as_str()).collect::<Vec<_>>())
         .bind(req.created_at)
+        .bind(sum.and_then(|x| x.client.as_deref()))
+        .bind(sum.map(|x| x.stage))
+        .bind(sum.map(|x| x.version))
+        .bind(sum.map(|x| x.open_asks))
+        .bind(sum.map(|x| x.escalated_asks))
+        .bind(sum.and_then(|x| x.escalated_since))
+        .bind(sum.and_then(|x| x.urgent_task_at))
+        .bind(sum.map(|x| x.updated_at))
         .fetch_one(executor)
         .await?;
     let version: i64 = row.try_get(0)?;
@@ -378,21 +426,22 @@ impl EventStore for PgStore {
         row.map(|(seq, schema_id, body)| decode_entry(load_id, seq, i64::from(schema_id), &body)).transpose()
     }
 
-    async fn append(
+    async fn append_summarized(
         &self,
         load_id: &str,
         entries: &[LogEntry],
         expected_version: u64,
         outbox: &[NewOutboxRow],
+        summary: Option<&LoadSummary>,
     ) -> Result<u64, AppendError> {
-        let req = encode_append(load_id, entries, expected_version, outbox)?;
+        let req = encode_append(load_id, entries, expected_version, outbox, summary)?;
         self.append_one(&req).await
     }
 
     async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
         let encoded: Vec<Result<EncodedAppend, AppendError>> = requests
             .iter()
-            .map(|r| encode_append(&r.load_id, &r.entries, r.expected_version, &r.outbox))
+            .map(|r| encode_append(&r.load_id, &r.entries, r.expected_version, &r.outbox, r.summary.as_ref()))
             .collect();
         // Different loads (the group commit's batches): one statement. A load twice in the
         // batch must see its earlier request, so such a batch runs its statements in order.

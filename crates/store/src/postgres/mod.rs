@@ -5,6 +5,7 @@
 //! inserts), so it costs one round trip and one commit; `append_batch` runs those statements
 //! for several loads in one transaction.
 
+mod attention;
 mod dead_letters;
 mod lock;
 mod log;
@@ -119,7 +120,7 @@ impl PgStore {
         &self.pool
     }
 
-    /// The four store handles, all backed by this store.
+    /// The store handles, all backed by this store.
     pub fn into_stores(self) -> Stores {
         let store = Arc::new(self);
         Stores {
@@ -128,6 +129,7 @@ impl PgStore {
             timers: store.clone(),
             dead_letters: store.clone(),
             lock: store.lock.clone(),
+            index: store,
         }
     }
 }

@@ -1,14 +1,15 @@
 //! `EventStore` on SQLite: appends run in the writer's transaction, reads on the reader pool.
 
 use async_trait::async_trait;
-use load_agent_domain::LogEntry;
+use load_agent_domain::{LoadSummary, LogEntry};
 use sqlx::Row;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 
 use super::SqliteStore;
 use super::writer::WriteCmd;
 use crate::codec::{
-    EncodedAppend, decode_entry, decode_log_stream, encode_append, limit_i64, sqlite_time, to_u64,
+    EncodedAppend, EncodedSummary, decode_entry, decode_log_stream, encode_append, limit_i64, sqlite_time,
+    to_u64,
 };
 use crate::error::{AppendError, StoreError};
 use crate::event_store::{AppendRequest, EventStore};
@@ -18,6 +19,7 @@ const VERSION: &str = "SELECT coalesce(max(seq), 0) FROM log_entries WHERE load_
 
 /// A bound value of a generated statement.
 enum Arg<'a> {
+    Null,
     Text(&'a str),
     Int(i64),
     Real(f64),
@@ -60,6 +62,7 @@ impl<'a> Generated<'a> {
         let mut q = sqlx::query(&self.sql);
         for a in &self.args {
             q = match a {
+                Arg::Null => q.bind(None::<&str>),
                 Arg::Text(v) => q.bind(*v),
                 Arg::Int(v) => q.bind(*v),
                 Arg::Real(v) => q.bind(*v),
@@ -84,6 +87,7 @@ fn append_query_into<'a>(
     req: &'a EncodedAppend,
     recorded_at: &'a [String],
     created_at: &'a str,
+    times: &'a SummaryTimes,
 ) {
     let load = || Arg::Text(&req.load_id);
     let entry_ids = || req.entries.iter().map(|e| Arg::Text(&e.entry_id));
@@ -179,6 +183,58 @@ fn append_query_into<'a>(
         }
         g.sql(") AS r WHERE changes() > 0 ORDER BY r.column1;\n");
     }
+
+    // 4. The load's summary, only if the entries went in: its last entry is at the new version.
+    if let (Some(s), Some(last)) = (&req.summary, req.entries.last()) {
+        g.sql(
+            "INSERT INTO load_summary (load_id, client, stage, version, open_asks, escalated_asks, \
+             escalated_since, urgent_task_at, updated_at) SELECT ",
+        );
+        g.list([
+            load(),
+            s.client.as_deref().map_or(Arg::Null, Arg::Text),
+            Arg::Text(s.stage),
+            Arg::Int(s.version),
+            Arg::Int(i64::from(s.open_asks)),
+            Arg::Int(i64::from(s.escalated_asks)),
+            times.escalated_since.as_deref().map_or(Arg::Null, Arg::Text),
+            times.urgent_task_at.as_deref().map_or(Arg::Null, Arg::Text),
+            Arg::Text(&times.updated_at),
+        ]);
+        g.sql(" WHERE EXISTS (SELECT 1 FROM log_entries WHERE load_id = ")
+            .arg(load())
+            .sql(" AND seq = ")
+            .arg(Arg::Int(req.expected_version + req.entries.len() as i64))
+            .sql(" AND entry_id = ")
+            .arg(Arg::Text(&last.entry_id))
+            .sql(") ");
+        g.sql(SUMMARY_UPSERT).sql(";\n");
+    }
+}
+
+/// The `ON CONFLICT` of a `load_summary` write: a later version replaces an earlier one.
+pub(super) const SUMMARY_UPSERT: &str = "ON CONFLICT (load_id) DO UPDATE SET \
+     client = excluded.client, stage = excluded.stage, version = excluded.version, \
+     open_asks = excluded.open_asks, escalated_asks = excluded.escalated_asks, \
+     escalated_since = excluded.escalated_since, urgent_task_at = excluded.urgent_task_at, \
+     updated_at = excluded.updated_at WHERE load_summary.version <= excluded.version";
+
+/// A summary's times in their SQLite form.
+#[derive(Default)]
+pub(super) struct SummaryTimes {
+    pub escalated_since: Option<String>,
+    pub urgent_task_at: Option<String>,
+    pub updated_at: String,
+}
+
+impl SummaryTimes {
+    pub(super) fn of(s: Option<&EncodedSummary>) -> Self {
+        s.map_or_else(SummaryTimes::default, |s| SummaryTimes {
+            escalated_since: s.escalated_since.map(sqlite_time),
+            urgent_task_at: s.urgent_task_at.map(sqlite_time),
+            updated_at: sqlite_time(s.updated_at),
+        })
+    }
 }
 
 /// The outcome of one append from the first row of its query.
@@ -208,8 +264,9 @@ pub(super) async fn append_in(
     req: &EncodedAppend,
 ) -> Result<Result<u64, AppendError>, sqlx::Error> {
     let (recorded_at, created_at) = times_of(req);
+    let times = SummaryTimes::of(req.summary.as_ref());
     let mut g = Generated::default();
-    append_query_into(&mut g, req, &recorded_at, &created_at);
+    append_query_into(&mut g, req, &recorded_at, &created_at, &times);
     // `fetch_all` runs every statement of the query; only the first returns a row.
     let rows = g.query().fetch_all(&mut *conn).await?;
     let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
@@ -250,14 +307,15 @@ impl EventStore for SqliteStore {
         row.map(|(seq, schema_id, body)| decode_entry(load_id, seq, schema_id, &body)).transpose()
     }
 
-    async fn append(
+    async fn append_summarized(
         &self,
         load_id: &str,
         entries: &[LogEntry],
         expected_version: u64,
         outbox: &[NewOutboxRow],
+        summary: Option<&LoadSummary>,
     ) -> Result<u64, AppendError> {
-        let req = encode_append(load_id, entries, expected_version, outbox)?;
+        let req = encode_append(load_id, entries, expected_version, outbox, summary)?;
         let mut results = self.write(|reply| WriteCmd::Append { requests: vec![Ok(req)], reply }).await?;
         results
             .pop()
@@ -268,7 +326,7 @@ impl EventStore for SqliteStore {
         let n = requests.len();
         let encoded: Vec<_> = requests
             .iter()
-            .map(|r| encode_append(&r.load_id, &r.entries, r.expected_version, &r.outbox))
+            .map(|r| encode_append(&r.load_id, &r.entries, r.expected_version, &r.outbox, r.summary.as_ref()))
             .collect();
         match self.write(|reply| WriteCmd::Append { requests: encoded, reply }).await {
             Ok(results) => results,
@@ -315,7 +373,7 @@ mod tests {
             schema_id: 1,
             body: vec![1, 2],
         };
-        for (entries, rows) in [(1, 0), (2, 1), (3, 4)] {
+        for (entries, rows, summarized) in [(1, 0, false), (2, 1, true), (3, 4, false), (2, 0, true)] {
             let req = EncodedAppend {
                 load_id: "L".into(),
                 expected_version: 0,
@@ -329,12 +387,23 @@ mod tests {
                     })
                     .collect(),
                 created_at: Utc::now(),
+                summary: summarized.then(|| EncodedSummary {
+                    client: Some("client_a".into()),
+                    stage: "to_pickup",
+                    version: entries as i64,
+                    open_asks: 1,
+                    escalated_asks: 0,
+                    escalated_since: None,
+                    urgent_task_at: Some(Utc::now()),
+                    updated_at: Utc::now(),
+                }),
             };
+            let summary_times = SummaryTimes::of(req.summary.as_ref());
             let times = vec![String::new(); entries];
             let mut g = Generated::default();
-            append_query_into(&mut g, &req, &times, "");
+            append_query_into(&mut g, &req, &times, "", &summary_times);
             assert_eq!(g.sql.matches('?').count(), g.args.len(), "{}", g.sql);
-            assert_eq!(g.sql.matches(';').count(), if rows > 0 { 3 } else { 2 });
+            assert_eq!(g.sql.matches(';').count(), 2 + usize::from(rows > 0) + usize::from(summarized));
         }
     }
 }

@@ -6,6 +6,7 @@
 //! one fsync for many appends, each still all or nothing with its own version check, and every
 //! caller answered only after the commit. Reads run on a small pool of reader connections.
 
+mod attention;
 mod dead_letters;
 mod log;
 mod outbox;
@@ -135,15 +136,16 @@ impl SqliteStore {
         &self.readers
     }
 
-    /// The four store handles, all backed by this store.
+    /// The store handles, all backed by this store.
     pub fn into_stores(self) -> Stores {
         let store = Arc::new(self);
         Stores {
             events: store.clone(),
             outbox: store.clone(),
             timers: store.clone(),
-            dead_letters: store,
+            dead_letters: store.clone(),
             lock: Arc::new(NoopLoadLock),
+            index: store,
         }
     }
 

@@ -14,11 +14,12 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::MAX_GROUP;
+use super::attention::put_summary_in;
 use super::dead_letters::keep_in;
 use super::log::append_in;
 use super::outbox::{MarkChange, claim_in, mark_dispatched_batch_in, mark_in};
 use super::timers::{TimerOp, timer_in};
-use crate::codec::{EncodedAppend, copy_refusal};
+use crate::codec::{EncodedAppend, EncodedSummary, copy_refusal};
 use crate::dead_letters::KeptDeadLetter;
 use crate::error::{AppendError, ClaimError, StaleClaimError, StoreError};
 use crate::outbox::{ClaimedRow, DispatchedMark};
@@ -53,6 +54,11 @@ pub(crate) enum WriteCmd {
         letter: Box<KeptDeadLetter>,
         reply: oneshot::Sender<Result<(), StoreError>>,
     },
+    PutSummary {
+        load_id: String,
+        summary: Box<EncodedSummary>,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
 }
 
 /// What a command did inside the transaction, sent once the transaction commits.
@@ -75,6 +81,7 @@ impl WriteCmd {
             WriteCmd::MarkDispatchedBatch { reply, .. } => reply.is_closed(),
             WriteCmd::Timer { reply, .. } => reply.is_closed(),
             WriteCmd::KeepDeadLetter { reply, .. } => reply.is_closed(),
+            WriteCmd::PutSummary { reply, .. } => reply.is_closed(),
         }
     }
 
@@ -107,6 +114,10 @@ impl WriteCmd {
                 keep_in(conn, letter).await?;
                 Outcome::Kept
             }
+            WriteCmd::PutSummary { load_id, summary, .. } => {
+                put_summary_in(conn, load_id, summary).await?;
+                Outcome::Kept
+            }
         })
     }
 
@@ -126,7 +137,8 @@ impl WriteCmd {
                 let _ = reply.send(Ok(r));
             }
             (WriteCmd::Timer { reply, .. }, Outcome::Timer)
-            | (WriteCmd::KeepDeadLetter { reply, .. }, Outcome::Kept) => {
+            | (WriteCmd::KeepDeadLetter { reply, .. }, Outcome::Kept)
+            | (WriteCmd::PutSummary { reply, .. }, Outcome::Kept) => {
                 let _ = reply.send(Ok(()));
             }
             (cmd, _) => cmd.fail("internal: a write command got another command's outcome"),
@@ -149,7 +161,9 @@ impl WriteCmd {
             WriteCmd::MarkDispatchedBatch { reply, .. } => {
                 let _ = reply.send(Err(err()));
             }
-            WriteCmd::Timer { reply, .. } | WriteCmd::KeepDeadLetter { reply, .. } => {
+            WriteCmd::Timer { reply, .. }
+            | WriteCmd::KeepDeadLetter { reply, .. }
+            | WriteCmd::PutSummary { reply, .. } => {
                 let _ = reply.send(Err(err()));
             }
         }

@@ -261,7 +261,7 @@ pub async fn append_batch_is_all_or_nothing_per_load<H: StoreHarness>(h: &H) {
 
     let req = |load: &str, n: u64, expected: u64| {
         let (entries, outbox) = step(load, n);
-        AppendRequest { load_id: load.into(), entries, expected_version: expected, outbox }
+        AppendRequest { load_id: load.into(), entries, expected_version: expected, outbox, summary: None }
     };
     let (c_entries, _) = step("C", 1);
     let batch = vec![
@@ -272,6 +272,7 @@ pub async fn append_batch_is_all_or_nothing_per_load<H: StoreHarness>(h: &H) {
             entries: c_entries,
             expected_version: 2,
             outbox: vec![seed_c_rows[0].clone()], // key already used
+            summary: None,
         },
         req("D", 0, 0),
         req("E", 0, 0),
@@ -283,6 +284,7 @@ pub async fn append_batch_is_all_or_nothing_per_load<H: StoreHarness>(h: &H) {
             entries: vec![],
             expected_version: 0,
             outbox: vec![row("G", "g", Destination::Sms, 0)],
+            summary: None,
         },
     ];
     let results = events.append_batch(batch).await;
@@ -328,7 +330,7 @@ pub async fn append_batch_of_different_loads_checks_each_load<H: StoreHarness>(h
     }
     let req = |load: &str, n: u64, expected: u64| {
         let (entries, outbox) = step(load, n);
-        AppendRequest { load_id: load.into(), entries, expected_version: expected, outbox }
+        AppendRequest { load_id: load.into(), entries, expected_version: expected, outbox, summary: None }
     };
     let batch = vec![
         req("A", 0, 0),
@@ -338,20 +340,29 @@ pub async fn append_batch_of_different_loads_checks_each_load<H: StoreHarness>(h
             entries: step("C", 1).0,
             expected_version: 2,
             outbox: vec![seed_rows[1][0].clone()], // key already used
+            summary: None,
         },
         AppendRequest {
             load_id: "D".into(),
             entries: step("D", 0).0, // entry ids already logged
             expected_version: 2,
             outbox: vec![],
+            summary: None,
         },
         AppendRequest {
             load_id: "G".into(),
             entries: vec![],
             expected_version: 0,
             outbox: vec![row("G", "g", Destination::Sms, 0)], // rows without entries
+            summary: None,
         },
-        AppendRequest { load_id: "H".into(), entries: vec![], expected_version: 0, outbox: vec![] },
+        AppendRequest {
+            load_id: "H".into(),
+            entries: vec![],
+            expected_version: 0,
+            outbox: vec![],
+            summary: None,
+        },
         req("I", 0, 0),
     ];
     let results = events.append_batch(batch).await;
@@ -383,12 +394,19 @@ pub async fn append_batch_of_different_loads_checks_each_load<H: StoreHarness>(h
     }
     let results = events
         .append_batch(vec![
-            AppendRequest { load_id: "J".into(), entries: j_entries, expected_version: 0, outbox: j_rows },
+            AppendRequest {
+                load_id: "J".into(),
+                entries: j_entries,
+                expected_version: 0,
+                outbox: j_rows,
+                summary: None,
+            },
             AppendRequest {
                 load_id: "K".into(),
                 entries: step("K", 0).0,
                 expected_version: 0,
                 outbox: k_rows,
+                summary: None,
             },
         ])
         .await;

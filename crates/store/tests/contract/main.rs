@@ -4,6 +4,7 @@
 //! `postgres://postgres@127.0.0.1:5432/test`). The Postgres half fails, never skips, when the
 //! server is unreachable.
 
+mod attention;
 mod dead_letters;
 mod fixtures;
 mod harness;
@@ -41,6 +42,8 @@ macro_rules! contract {
 }
 
 contract!(
+    attention::the_summary_is_written_with_the_append_and_only_with_it,
+    attention::the_attention_list_finds_orders_filters_and_pages,
     dead_letters::dead_letters_are_kept_whole_once_per_source,
     log::entries_round_trip_exactly,
     log::plain_columns_sit_beside_the_avro_body,

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use load_agent_domain::{Destination, LogEntry};
+use load_agent_domain::{Destination, LoadSummary, LogEntry};
 use load_agent_runtime::{Stage, StageSink};
 use load_agent_store::{
     AppendError, AppendRequest, ClaimError, ClaimedRow, DispatchedMark, EventStore, NewOutboxRow,
@@ -133,6 +133,7 @@ impl Probe {
             timers: Arc::new(ProbedTimers { inner: stores.timers.clone(), probe: self.clone() }),
             dead_letters: stores.dead_letters.clone(),
             lock: stores.lock.clone(),
+            index: stores.index.clone(),
         }
     }
 
@@ -232,14 +233,15 @@ impl EventStore for ProbedEvents {
         self.inner.read_since(load_id, version).await
     }
 
-    async fn append(
+    async fn append_summarized(
         &self,
         load_id: &str,
         entries: &[LogEntry],
         expected_version: u64,
         outbox: &[NewOutboxRow],
+        summary: Option<&LoadSummary>,
     ) -> Result<u64, AppendError> {
-        let r = self.inner.append(load_id, entries, expected_version, outbox).await;
+        let r = self.inner.append_summarized(load_id, entries, expected_version, outbox, summary).await;
         if r.is_ok() {
             self.probe.appended(entries, outbox);
         }
