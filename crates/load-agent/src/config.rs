@@ -534,6 +534,44 @@ pub struct Settings {
     pub worker: WorkerSettings,
     pub log: LogSettings,
     pub shutdown: ShutdownSettings,
+    pub console: ConsoleSettings,
+}
+
+/// The operations console (`/`, docs/console.md).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsoleSettings {
+    /// Urgent Hero tasks and dead actions list a load for this many hours after they happen.
+    pub window_hours: u32,
+    /// A scheduled timer lists its load once it is this many seconds late.
+    pub overdue_after_secs: u32,
+    /// Loads per page.
+    pub page_size: u32,
+    /// The attention page reloads itself this often (0: never).
+    pub refresh_secs: u32,
+}
+
+impl Default for ConsoleSettings {
+    fn default() -> Self {
+        let d = crate::console::ConsoleConfig::default();
+        ConsoleSettings {
+            window_hours: u32::try_from(d.window.num_hours()).unwrap_or(72),
+            overdue_after_secs: u32::try_from(d.overdue_after.num_seconds()).unwrap_or(60),
+            page_size: u32::try_from(d.page_size).unwrap_or(50),
+            refresh_secs: d.refresh_secs,
+        }
+    }
+}
+
+impl ConsoleSettings {
+    pub fn config(&self) -> crate::console::ConsoleConfig {
+        crate::console::ConsoleConfig {
+            window: chrono::TimeDelta::hours(i64::from(self.window_hours)),
+            overdue_after: chrono::TimeDelta::seconds(i64::from(self.overdue_after_secs)),
+            page_size: u64::from(self.page_size),
+            refresh_secs: self.refresh_secs,
+        }
+    }
 }
 
 /// A setting that is missing or wrong, by name.
@@ -666,6 +704,12 @@ impl Settings {
         }
         if self.timers.poll_secs == 0 || self.timers.poll_secs > 30 {
             return Err(bad("timers.poll_secs", "must be between 1 and 30 (timers fire within a minute)"));
+        }
+        if self.console.window_hours == 0 || self.console.window_hours > 24 * 3660 {
+            return Err(bad("console.window_hours", "must be between 1 and 87840 (ten years)"));
+        }
+        if self.console.page_size == 0 || self.console.page_size > 1000 {
+            return Err(bad("console.page_size", "must be between 1 and 1000"));
         }
         if self.relay.loops == 0 || self.relay.loops > 16 {
             return Err(bad("relay.loops", "must be between 1 and 16"));

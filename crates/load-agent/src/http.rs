@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -25,6 +25,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{IntoParams, Modify, OpenApi};
 
 use crate::commands::store_cmds::inspect_text;
+use crate::console::{self, ConsoleConfig};
+use crate::timeline;
 
 /// Where `POST /events` puts an accepted event.
 pub type Publish =
@@ -38,6 +40,8 @@ pub struct HttpState {
     pub publish: Option<Publish>,
     pub token: Option<String>,
     pub ready: Arc<AtomicBool>,
+    /// How the operations console lists loads (`[console]`).
+    pub console: ConsoleConfig,
 }
 
 /// The OpenAPI document of this API: every route of [`router`] has its `#[utoipa::path]` here
@@ -81,6 +85,7 @@ impl Modify for BearerToken {
 
 pub fn router(state: HttpState) -> Router {
     let protected = Router::new()
+        .route("/", get(console::attention))
         .route("/events", post(post_event))
         .route("/loads/{load_id}", get(get_load))
         .route("/metrics", get(get_metrics))
@@ -89,6 +94,8 @@ pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/login", get(console::login_form).post(console::login))
+        .route("/logout", post(console::logout))
         .merge(protected)
         .with_state(state)
 }
@@ -98,6 +105,9 @@ fn error(status: StatusCode, message: impl Into<String>, field: Option<String>) 
     (status, Json(ErrorV1 { error: message.into(), field })).into_response()
 }
 
+/// The token rule: with `http.token` set, a request carries `Authorization: Bearer <token>`,
+/// or (GET only: the console's pages and reads) the console cookie `/login` sets. A browser
+/// without either gets the sign-in page, anything else a JSON 401.
 async fn require_token(State(state): State<HttpState>, req: Request, next: Next) -> Response {
     if let Some(token) = &state.token {
         let given = req
@@ -105,7 +115,14 @@ async fn require_token(State(state): State<HttpState>, req: Request, next: Next)
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+        let by_header = given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes()));
+        let by_cookie = req.method() == Method::GET
+            && console::cookie_of(req.headers())
+                .is_some_and(|c| constant_time_eq(c.as_bytes(), console::cookie_value(token).as_bytes()));
+        if !by_header && !by_cookie {
+            if console::wants_html(req.headers()) {
+                return console::unauthorized_page();
+            }
             let mut resp = error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token", None);
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
             return resp;
@@ -114,7 +131,7 @@ async fn require_token(State(state): State<HttpState>, req: Request, next: Next)
     next.run(req).await
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -202,6 +219,7 @@ struct LoadQuery {
 )]
 async fn get_load(
     State(state): State<HttpState>,
+    headers: HeaderMap,
     load_id: Result<Path<String>, PathRejection>,
     q: Result<Query<LoadQuery>, QueryRejection>,
 ) -> Response {
@@ -213,6 +231,9 @@ async fn get_load(
         Ok(q) => q,
         Err(e) => return error(e.status(), e.body_text(), None),
     };
+    if q.format.is_none() && console::wants_html(&headers) {
+        return load_html(&state, &load_id, q.at).await;
+    }
     let text = q.format.as_deref() == Some("text");
     match inspect_text(&state.stores, &load_id, q.at, !text).await {
         Ok(Some(body)) => {
@@ -221,6 +242,23 @@ async fn get_load(
         }
         Ok(None) => error(StatusCode::NOT_FOUND, format!("no load {load_id:?}"), None),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, format!("store: {e}"), None),
+    }
+}
+
+/// The console's page of a load (a browser asked for `/loads/{id}`).
+async fn load_html(state: &HttpState, load_id: &str, at: Option<u64>) -> Response {
+    let read = async {
+        let (entries, _) = state.stores.events.read(load_id).await?;
+        let rows = state.stores.outbox.rows_for_load(load_id).await?;
+        let timers = state.stores.timers.timers_for_load(load_id).await?;
+        Ok::<_, load_agent_store::StoreError>((entries, rows, timers))
+    };
+    match read.await {
+        Ok((entries, _, _)) if entries.is_empty() => console::no_load_page(load_id),
+        Ok((entries, rows, timers)) => {
+            console::load_page(&timeline::view(load_id, &entries, at, &rows), &timers)
+        }
+        Err(e) => console::store_error_page(&e.to_string()),
     }
 }
 
@@ -321,6 +359,7 @@ mod tests {
             publish: accepts_events.then_some(publish),
             token: token.map(str::to_owned),
             ready: Arc::new(AtomicBool::new(true)),
+            console: ConsoleConfig::default(),
         };
         Fixture { router: router(state), published }
     }

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod commands;
 mod config;
+mod console;
 mod http;
 mod telemetry;
 mod timeline;
@@ -72,6 +73,10 @@ enum Command {
     /// A load's timeline (events, decisions, actions and their delivery, asks) and its state at
     /// any version.
     Inspect(commands::store_cmds::InspectArgs),
+    /// The operations console (served by `serve` and the worker at `/`): `rebuild` writes its
+    /// load summaries from the logs.
+    #[command(subcommand)]
+    Console(commands::store_cmds::ConsoleCommand),
     /// Validates the configuration; `--print` shows the effective configuration, secrets masked.
     Config {
         #[arg(long)]
@@ -125,6 +130,9 @@ fn main() -> ExitCode {
         }
         Command::Loadtest(a) => with_settings(cli.config.as_deref(), |s| commands::loadtest::run(s, a)),
         Command::Migrate => with_settings(cli.config.as_deref(), commands::store_cmds::run_migrate),
+        Command::Console(c) => {
+            with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_console(s, c))
+        }
         Command::Cost(a) => with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_cost(s, a)),
         Command::Inspect(a) => {
             with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_inspect(s, a))

@@ -238,7 +238,14 @@ mod imp {
         ));
         let ready = Arc::new(AtomicBool::new(true));
         let token = Some(settings.http.token.expose().to_string()).filter(|t| !t.is_empty());
-        let state = HttpState { stores, metrics, publish: None, token, ready: ready.clone() };
+        let state = HttpState {
+            stores,
+            metrics,
+            publish: None,
+            token,
+            ready: ready.clone(),
+            console: settings.console.config(),
+        };
         let listener = match tokio::net::TcpListener::bind(&settings.http.addr).await {
             Ok(l) => l,
             Err(e) => {

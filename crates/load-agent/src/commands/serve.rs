@@ -169,7 +169,14 @@ async fn serve_embedded(settings: &Settings) -> u8 {
     });
     let ready = Arc::new(AtomicBool::new(true));
     let token = Some(settings.http.token.expose().to_string()).filter(|t| !t.is_empty());
-    let state = HttpState { stores, metrics, publish: Some(publish), token, ready: ready.clone() };
+    let state = HttpState {
+        stores,
+        metrics,
+        publish: Some(publish),
+        token,
+        ready: ready.clone(),
+        console: settings.console.config(),
+    };
     let listener = match tokio::net::TcpListener::bind(&settings.http.addr).await {
         Ok(l) => l,
         Err(e) => {

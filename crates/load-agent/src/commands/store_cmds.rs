@@ -180,3 +180,99 @@ pub async fn inspect_text(
         timeline::render(&view)
     }))
 }
+
+/// `load-agent console ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ConsoleCommand {
+    /// Writes every load's `load_summary` row from its log (for logs written before the console
+    /// existed; the worker keeps the rows current from then on). Safe to run while the service
+    /// runs: a row newer than the one rebuilt is kept.
+    Rebuild {
+        /// Loads to rebuild at most (all by default).
+        #[arg(long, default_value_t = usize::MAX)]
+        limit: usize,
+    },
+}
+
+/// `load-agent console rebuild`.
+pub fn run_console(settings: &Settings, command: ConsoleCommand) -> u8 {
+    let ConsoleCommand::Rebuild { limit } = command;
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(c) => return c,
+    };
+    rt.block_on(async {
+        let stores = match open(settings).await {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        match rebuild_summaries(&stores, limit).await {
+            Ok(n) => {
+                println!("load_summary rebuilt for {n} load(s) in {}", settings.database.url.masked());
+                0
+            }
+            Err(e) => {
+                eprintln!("load-agent console rebuild: {e}");
+                1
+            }
+        }
+    })
+}
+
+/// Folds each load's log and writes its summary; returns how many loads it wrote.
+pub async fn rebuild_summaries(stores: &Stores, limit: usize) -> Result<usize, load_agent_store::StoreError> {
+    let ids = stores.events.load_ids(limit).await?;
+    for load_id in &ids {
+        let (entries, _) = stores.events.read(load_id).await?;
+        let Some(updated_at) = entries.iter().map(load_agent_domain::LogEntry::recorded_at).max() else {
+            continue;
+        };
+        let state = load_agent_domain::project_state(load_id, &entries);
+        stores.index.put_summary(load_id, &load_agent_domain::LoadSummary::of(&state, updated_at)).await?;
+    }
+    Ok(ids.len())
+}
+
+#[cfg(test)]
+mod console_tests {
+    use chrono::{TimeZone, Utc};
+    use load_agent_domain::{EventKind, InboundEvent, LoadSummary, LogEntry, Stage};
+
+    use super::rebuild_summaries;
+
+    fn sms(load: &str, id: &str, minute: u32) -> LogEntry {
+        LogEntry::Event(InboundEvent {
+            event_id: id.into(),
+            load_id: load.into(),
+            occurred_at: Utc.with_ymd_and_hms(2026, 3, 2, 13, minute, 0).single().expect("a time"),
+            kind: EventKind::Sms { from: "driver".into(), text: "on my way".into() },
+        })
+    }
+
+    #[tokio::test]
+    async fn rebuild_writes_a_summary_per_logged_load_and_keeps_newer_rows() {
+        let stores = load_agent_store::open_store("sqlite::memory:").await.expect("a SQLite store");
+        // Logs written without summaries, as before the console existed.
+        stores.events.append("A", &[sms("A", "a1", 1), sms("A", "a2", 2)], 0, &[]).await.expect("append");
+        stores.events.append("B", &[sms("B", "b1", 3)], 0, &[]).await.expect("append");
+        assert_eq!(stores.index.summary("A").await.expect("read"), None);
+        // B's row is newer than its log says (the worker wrote it after the rebuild read the log).
+        let newer = LoadSummary {
+            client: Some("client_b".into()),
+            stage: Stage::AtPickup,
+            version: 7,
+            open_asks: 1,
+            escalated_asks: 1,
+            escalated_since: None,
+            urgent_task_at: None,
+            updated_at: Utc.with_ymd_and_hms(2026, 3, 2, 14, 0, 0).single().expect("a time"),
+        };
+        stores.index.put_summary("B", &newer).await.expect("put");
+
+        assert_eq!(rebuild_summaries(&stores, usize::MAX).await.expect("rebuild"), 2);
+        let a = stores.index.summary("A").await.expect("read").expect("A rebuilt");
+        assert_eq!((a.version, a.stage, a.client), (2, Stage::ToPickup, None));
+        assert_eq!(a.updated_at, Utc.with_ymd_and_hms(2026, 3, 2, 13, 2, 0).single().expect("a time"));
+        assert_eq!(stores.index.summary("B").await.expect("read"), Some(newer), "the newer row stays");
+    }
+}
