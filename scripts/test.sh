@@ -17,12 +17,15 @@ dpkg -s libssl-dev >/dev/null 2>&1 || need_pkgs+=(libssl-dev)
 dpkg -s zlib1g-dev >/dev/null 2>&1 || need_pkgs+=(zlib1g-dev)
 dpkg -s libzstd-dev >/dev/null 2>&1 || need_pkgs+=(libzstd-dev)
 dpkg -s libsasl2-dev >/dev/null 2>&1 || need_pkgs+=(libsasl2-dev)
+# Headless Chromium for the console's browser test (crates/load-agent/tests/console_browser.rs).
+command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
+export CHROMIUM_BIN=${CHROMIUM_BIN:-$(command -v chromium)}
 
 # --- PostgreSQL ------------------------------------------------------------------------------
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}

@@ -13,9 +13,10 @@ CREATE TABLE load_summary (
     updated_at      timestamptz NOT NULL
 );
 -- The attention list's candidates, each through a small index: loads with an escalated ask,
--- loads with a recent urgent Hero task (a range on the time), and (below) loads with a dead
--- action; overdue timers come through timers_due_idx.
+-- loads with a recent urgent Hero task (a range on the time); loads with a recent dead action
+-- come through outbox_dead_idx and overdue timers through timers_due_idx.
 CREATE INDEX load_summary_escalated_idx ON load_summary (load_id) WHERE escalated_asks > 0;
 CREATE INDEX load_summary_urgent_idx ON load_summary (urgent_task_at) WHERE urgent_task_at IS NOT NULL;
-CREATE INDEX outbox_dead_load_idx ON outbox (dead_at, load_id) WHERE status = 'dead';
-DROP INDEX outbox_dead_idx;
+-- A candidate's dead rows, counted per load (the candidates themselves come through 0001's
+-- outbox_dead_idx (dead_at)).
+CREATE INDEX outbox_dead_load_idx ON outbox (load_id, dead_at) WHERE status = 'dead';

@@ -597,7 +597,7 @@ pub const SECRET_SETTINGS: &[&str] =
     &["database.url", "kafka.sasl_password", "llm.openai_api_key", "http.token"];
 
 const SECTIONS: &[&str] =
-    &["database", "kafka", "http", "llm", "relay", "timers", "worker", "log", "shutdown"];
+    &["database", "kafka", "http", "llm", "relay", "timers", "worker", "log", "shutdown", "console"];
 
 impl Settings {
     /// Defaults, then `file` (if any), then `LOAD_AGENT_*` from `env`.
@@ -854,6 +854,27 @@ mod tests {
         assert!(!s.production());
         assert!(s.database.url.is_sqlite());
         assert_eq!(s.http.addr, "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn every_section_takes_environment_overrides() {
+        let s = Settings::load(
+            None,
+            &env(&[("LOAD_AGENT_CONSOLE_WINDOW_HOURS", "240"), ("LOAD_AGENT_CONSOLE_REFRESH_SECS", "0")]),
+        )
+        .expect("console settings from the environment");
+        assert_eq!((s.console.window_hours, s.console.refresh_secs), (240, 0));
+        let e =
+            Settings::load(None, &env(&[("LOAD_AGENT_CONSOLE_PAGE_SIZE", "0")])).expect_err("page size 0");
+        assert_eq!(e.setting, "console.page_size");
+        // Every section of the file is a section of the environment.
+        let sections: Vec<String> = match toml::Value::try_from(Settings::default()) {
+            Ok(toml::Value::Table(t)) => t.keys().cloned().collect(),
+            other => panic!("settings as TOML: {other:?}"),
+        };
+        for section in sections {
+            assert!(SECTIONS.contains(&section.as_str()), "{section} is missing from SECTIONS");
+        }
     }
 
     #[test]

@@ -96,6 +96,7 @@ fn page(status: StatusCode, title: &str, refresh: Option<u32>, body: Markup) -> 
                 header {
                     a.brand href="/" { "load-agent" }
                     span.sub { "operations console" }
+                    form.signout method="post" action="/logout" { button type="submit" { "Sign out" } }
                 }
                 main { (body) }
             }
@@ -112,6 +113,7 @@ body { font-family: system-ui, sans-serif; margin: 0; color: #1b1f24; background
 header { background: #1f2a37; color: #fff; padding: .6rem 1.2rem; display: flex; gap: 1rem; align-items: baseline; }
 header a.brand { color: #fff; font-weight: 700; text-decoration: none; font-size: 1.1rem; }
 header .sub { color: #c7d0db; }
+header form.signout { margin-left: auto; }
 main { padding: 1rem 1.2rem; max-width: 1400px; }
 h1 { font-size: 1.3rem; margin: .2rem 0 .8rem; }
 h2 { font-size: 1.05rem; margin: 1.4rem 0 .5rem; }
@@ -146,8 +148,9 @@ pub struct AttentionParams {
     stage: Option<String>,
     #[serde(default)]
     reason: Option<String>,
+    /// Read leniently: a malformed page is page 1, with a note, and keeps the other filters.
     #[serde(default)]
-    page: Option<u64>,
+    page: Option<String>,
 }
 
 impl AttentionParams {
@@ -234,9 +237,15 @@ pub async fn attention(
             None
         }),
     };
-    let page_no = params.page.unwrap_or(1).max(1);
+    let mut page_no = match blank(&params.page) {
+        None => 1,
+        Some(p) => p.parse::<u64>().ok().filter(|n| *n >= 1).unwrap_or_else(|| {
+            problems.push(format!("page {p:?} is not a page number: showing page 1"));
+            1
+        }),
+    };
     let now = Utc::now();
-    let query = AttentionQuery {
+    let mut query = AttentionQuery {
         now,
         window: config.window,
         overdue_after: config.overdue_after,
@@ -246,7 +255,20 @@ pub async fn attention(
         offset: (page_no - 1).saturating_mul(config.page_size),
         limit: config.page_size,
     };
-    match state.stores.index.attention(&query).await {
+    let mut listed = state.stores.index.attention(&query).await;
+    // A page past the end (loads were resolved while it was open and it refreshed): the last page.
+    if let Ok(list) = &listed
+        && list.rows.is_empty()
+        && list.total > 0
+        && page_no > 1
+    {
+        let last = list.total.div_ceil(config.page_size.max(1));
+        problems.push(format!("page {page_no} is past the end: showing page {last}"));
+        page_no = last;
+        query.offset = (last - 1).saturating_mul(config.page_size);
+        listed = state.stores.index.attention(&query).await;
+    }
+    match listed {
         Ok(list) => {
             let body = attention_body(&params, &query, &list, page_no, config, &problems);
             let refresh = (config.refresh_secs > 0).then_some(config.refresh_secs);
@@ -506,7 +528,7 @@ fn load_body(view: &LoadView<'_>, timers: &[TimerView]) -> Markup {
             p.muted { "No action was sent." }
         } @else {
             table id="actions" {
-                thead { tr { th { "Key" } th { "Kind" } th { "To" } th { "Status" } th { "Attempts" } th { "Last failure" } th { "Receipt" } th { "Created" } th { "Done" } } }
+                thead { tr { th { "Key" } th { "Kind" } th { "To" } th { "Status" } th { "Failed attempts" } th { "Last failure" } th { "Receipt" } th { "Created" } th { "Done" } } }
                 tbody { @for r in &view.actions { tr data-status=(r.status) {
                     td { code { (r.key) } } td { (r.kind) } td { (r.destination) } td { (r.status) } td { (r.attempts) }
                     td.error { (r.last_failure.as_deref().unwrap_or("")) }
@@ -539,10 +561,25 @@ pub async fn login_form(State(state): State<HttpState>) -> Response {
     if state.token.is_none() {
         return Redirect::to("/").into_response();
     }
-    login_page(StatusCode::OK, None)
+    login_page(StatusCode::OK, None, None)
 }
 
-fn login_page(status: StatusCode, problem: Option<&str>) -> Response {
+/// Where to go after signing in: a path of this service only (never another site).
+fn local_path(next: Option<&str>) -> &str {
+    match next {
+        Some(p)
+            if p.starts_with('/')
+                && !p.starts_with("//")
+                && !p.starts_with("/login")
+                && !p.contains('\\') =>
+        {
+            p
+        }
+        _ => "/",
+    }
+}
+
+fn login_page(status: StatusCode, problem: Option<&str>, next: Option<&str>) -> Response {
     page(
         status,
         "Sign in",
@@ -551,6 +588,7 @@ fn login_page(status: StatusCode, problem: Option<&str>) -> Response {
             h1 { "Sign in" }
             @if let Some(p) = problem { p.error id="login-error" { (p) } }
             form id="login" method="post" action="/login" {
+                input type="hidden" name="next" value=(local_path(next));
                 label { "Access token (the service's http.token) " input type="password" name="token" autocomplete="current-password" autofocus; }
                 " " button type="submit" { "Sign in" }
             }
@@ -561,18 +599,20 @@ fn login_page(status: StatusCode, problem: Option<&str>) -> Response {
 #[derive(Debug, Deserialize)]
 pub struct LoginForm {
     token: String,
+    #[serde(default)]
+    next: Option<String>,
 }
 
-/// `POST /login`: a right token sets the console cookie and goes to `/`.
+/// `POST /login`: a right token sets the console cookie and goes back to the page asked for.
 pub async fn login(State(state): State<HttpState>, form: Result<Form<LoginForm>, FormRejection>) -> Response {
     let Some(token) = &state.token else { return Redirect::to("/").into_response() };
-    let given = form.map(|Form(f)| f.token).unwrap_or_default();
+    let (given, next) = form.map(|Form(f)| (f.token, f.next)).unwrap_or_default();
     if !crate::http::constant_time_eq(given.as_bytes(), token.as_bytes()) {
-        return login_page(StatusCode::UNAUTHORIZED, Some("That is not the token."));
+        return login_page(StatusCode::UNAUTHORIZED, Some("That is not the token."), next.as_deref());
     }
     let cookie =
         format!("{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200", cookie_value(token));
-    let mut resp = Redirect::to("/").into_response();
+    let mut resp = Redirect::to(local_path(next.as_deref())).into_response();
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
@@ -589,10 +629,14 @@ pub async fn logout() -> Response {
     resp
 }
 
-/// The answer to a browser without the token: 401 with the sign-in form.
-pub fn unauthorized_page() -> Response {
-    let mut resp =
-        login_page(StatusCode::UNAUTHORIZED, Some("Sign in with the access token to see this page."));
+/// The answer to a browser without the token: 401 with the sign-in form, which comes back to
+/// `asked` (the path and query asked for) once signed in.
+pub fn unauthorized_page(asked: &str) -> Response {
+    let mut resp = login_page(
+        StatusCode::UNAUTHORIZED,
+        Some("Sign in with the access token to see this page."),
+        Some(asked),
+    );
     resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     resp
 }
@@ -692,6 +736,17 @@ mod tests {
         .await;
         assert_eq!(status, StatusCode::OK);
         assert!(body.contains("truck broke down on I-80") && body.contains("id=\"timeline\""), "{body}");
+        // Signing in from a load's page comes back to it.
+        let (status, _, body) =
+            get(&router, browser("GET", "/loads/L-900?at=1").body(Body::empty()).expect("r")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert!(body.contains("name=\"next\" value=\"/loads/L-900?at=1\""), "{body}");
+        let back = browser("POST", "/login")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(format!("token={TOKEN}&next=%2Floads%2FL-900%3Fat%3D1")))
+            .expect("req");
+        let (_, headers, _) = get(&router, back).await;
+        assert_eq!(headers.get(header::LOCATION).and_then(|v| v.to_str().ok()), Some("/loads/L-900?at=1"));
         // The cookie reads; it never writes.
         let (status, _, _) = get(
             &router,
@@ -734,6 +789,11 @@ mod tests {
         assert!(body.contains("unknown stage") && body.contains("No load needs attention"), "{body}");
         let (_, _, body) = get(&router, auth("/?reason=urgent_task")).await;
         assert!(body.contains("L-900"), "{body}");
+        // A page past the end shows the last page; a malformed page keeps the filters.
+        let (_, _, body) = get(&router, auth("/?page=9")).await;
+        assert!(body.contains("past the end") && body.contains("L-900"), "{body}");
+        let (_, _, body) = get(&router, auth("/?client=client_b&page=abc")).await;
+        assert!(body.contains("not a page number") && body.contains("with these filters"), "{body}");
     }
 
     #[test]
@@ -749,6 +809,15 @@ mod tests {
         );
         assert_eq!(cookie_of(&headers), Some(v.as_str()));
         assert_eq!(cookie_of(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn sign_in_comes_back_only_to_a_page_of_this_service() {
+        assert_eq!(local_path(Some("/loads/L1?at=3")), "/loads/L1?at=3");
+        for away in ["//evil.example/x", "https://evil.example", "/login", "/\\evil", "loads"] {
+            assert_eq!(local_path(Some(away)), "/", "{away}");
+        }
+        assert_eq!(local_path(None), "/");
     }
 
     #[test]

@@ -121,7 +121,8 @@ async fn require_token(State(state): State<HttpState>, req: Request, next: Next)
                 .is_some_and(|c| constant_time_eq(c.as_bytes(), console::cookie_value(token).as_bytes()));
         if !by_header && !by_cookie {
             if console::wants_html(req.headers()) {
-                return console::unauthorized_page();
+                let asked = req.uri().path_and_query().map_or("/", |p| p.as_str());
+                return console::unauthorized_page(asked);
             }
             let mut resp = error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token", None);
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));

@@ -14,7 +14,13 @@ use crate::error::StoreError;
 
 /// $1: the start of the window (urgent tasks, dead actions); $2: timers due before this are
 /// overdue.
-const CANDIDATES: &str = r#"
+///
+/// The candidates are gathered into an array before `load_summary` is read: joined as a set,
+/// the planner misjudges how many there are (it takes a fired timer's old `fire_at` and a
+/// scheduled status as independent), scans the whole table and JIT-compiles the plan, which
+/// made the list grow with the store (docs/capacity.md). As an array, each candidate is a
+/// primary-key lookup and the cost follows the number of loads that need attention.
+pub const CANDIDATES: &str = r#"
 WITH cand AS (
     SELECT load_id FROM load_summary WHERE escalated_asks > 0
     UNION SELECT load_id FROM load_summary WHERE urgent_task_at IS NOT NULL AND urgent_task_at >= $1
@@ -23,7 +29,7 @@ WITH cand AS (
 )
 SELECT s.load_id, s.client, s.stage, s.version, s.open_asks::int8, s.escalated_asks::int8, s.escalated_since,
        s.urgent_task_at, s.updated_at, d.n, d.since, t.n, t.since
-FROM cand JOIN load_summary s ON s.load_id = cand.load_id
+FROM load_summary s
 CROSS JOIN LATERAL (
     SELECT count(*) AS n, min(o.dead_at) AS since FROM outbox o
     WHERE o.load_id = s.load_id AND o.status = 'dead' AND o.dead_at >= $1
@@ -32,6 +38,7 @@ CROSS JOIN LATERAL (
     SELECT count(*) AS n, min(x.fire_at) AS since FROM timers x
     WHERE x.load_id = s.load_id AND x.status = 'scheduled' AND x.fire_at < $2
 ) t
+WHERE s.load_id = ANY (ARRAY(SELECT load_id FROM cand))
 "#;
 
 const UPSERT: &str = r#"

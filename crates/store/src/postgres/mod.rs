@@ -12,6 +12,9 @@ mod log;
 mod outbox;
 mod timers;
 
+/// The console's candidate query as the store runs it (for `EXPLAIN` in the console bench).
+pub use attention::CANDIDATES as ATTENTION_CANDIDATES_SQL;
+
 use std::str::FromStr;
 use std::sync::Arc;
 

@@ -29,7 +29,8 @@ SELECT s.load_id, s.client, s.stage, s.version, s.open_asks, s.escalated_asks, s
        (SELECT min(o.dead_at) FROM outbox o WHERE o.load_id = s.load_id AND o.status = 'dead' AND o.dead_at >= ?1),
        (SELECT count(*) FROM timers x WHERE x.load_id = s.load_id AND x.status = 'scheduled' AND x.fire_at < ?2),
        (SELECT min(x.fire_at) FROM timers x WHERE x.load_id = s.load_id AND x.status = 'scheduled' AND x.fire_at < ?2)
-FROM cand JOIN load_summary s ON s.load_id = cand.load_id
+FROM load_summary s
+WHERE s.load_id IN (SELECT load_id FROM cand)
 "#;
 
 fn time(row: &SqliteRow, i: usize, what: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
