@@ -23,14 +23,14 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::{DateTime, TimeDelta, Utc};
-use load_agent_domain::{ActionBody, EventKind, LogEntry, Stage};
+use load_agent_domain::{EventKind, LogEntry, Stage};
 use load_agent_store::{AttentionPage, AttentionQuery, AttentionReason, AttentionRow, TimerView};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::http::HttpState;
-use crate::timeline::{self, LoadView, describe_action, describe_event};
+use crate::timeline::{self, LoadView, describe_action, describe_event, short_time};
 
 /// The cookie `/login` sets.
 pub const COOKIE: &str = "load_agent_console";
@@ -204,10 +204,6 @@ fn ago(now: DateTime<Utc>, t: DateTime<Utc>) -> String {
     }
 }
 
-fn time(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M:%SZ").to_string()
-}
-
 /// `GET /`: the loads that need attention.
 pub async fn attention(
     State(state): State<HttpState>,
@@ -359,7 +355,7 @@ fn attention_body(
             "Urgent Hero tasks and dead actions count for " (config.window.num_hours()) " h; a timer is overdue "
             (config.overdue_after.num_seconds()) " s after it is due."
             @if config.refresh_secs > 0 { " This page refreshes every " (config.refresh_secs) " s." }
-            " Updated " (time(now)) "."
+            " Updated " (short_time(now)) "."
         }
     }
 }
@@ -371,11 +367,11 @@ fn attention_row(row: &AttentionRow, now: DateTime<Utc>) -> Markup {
             td { (row.client.as_deref().unwrap_or("—")) }
             td { (row.stage.as_str()) }
             td { @for r in &row.reasons { span class={ "badge " (r.as_str()) } { (reason_label(*r)) } } }
-            td title=(time(row.since)) { (ago(now, row.since)) }
+            td title=(short_time(row.since)) { (ago(now, row.since)) }
             td { (row.open_asks) @if row.escalated_asks > 0 { " (" (row.escalated_asks) " escalated)" } }
             td { (row.dead_actions) }
             td { (row.overdue_timers) }
-            td title=(time(row.updated_at)) { (ago(now, row.updated_at)) " · v" (row.version) }
+            td title=(short_time(row.updated_at)) { (ago(now, row.updated_at)) " · v" (row.version) }
         }
     }
 }
@@ -471,14 +467,14 @@ fn load_body(view: &LoadView<'_>, timers: &[TimerView]) -> Markup {
                 tbody {
                     @for a in s.open_asks.iter().chain(s.closed_asks.iter()) {
                         tr {
-                            td { code { (a.id) } br; span.muted { (a.ask_type) " · opened " (time(a.opened_at)) } }
+                            td { code { (a.id) } br; span.muted { (a.ask_type) " · opened " (short_time(a.opened_at)) } }
                             td { (contact_name(&a.target_contact)) }
                             td { (format!("{:?}", a.status).to_lowercase())
-                                @if let (Some(by), Some(at)) = (&a.resolved_by, a.resolved_at) { br; span.muted { (by) " at " (time(at)) } } }
+                                @if let (Some(by), Some(at)) = (&a.resolved_by, a.resolved_at) { br; span.muted { (by) " at " (short_time(at)) } } }
                             td { (a.attempts) " / " (a.max_attempts) }
                             td { (a.escalations_done) }
                             td { @for t in timers.iter().filter(|t| t.ask_id == a.id) {
-                                (t.status.as_str()) " attempt " (t.attempt) " at " (time(t.fire_at)) br;
+                                (t.status.as_str()) " attempt " (t.attempt) " at " (short_time(t.fire_at)) br;
                             } }
                         }
                     }
@@ -492,11 +488,11 @@ fn load_body(view: &LoadView<'_>, timers: &[TimerView]) -> Markup {
                 @for (i, entry) in view.entries.iter().enumerate() {
                     @match entry {
                         LogEntry::Event(e) => tr.event {
-                            td { (i + 1) } td { (time(e.occurred_at)) }
+                            td { (i + 1) } td { (short_time(e.occurred_at)) }
                             td { (describe_event(&e.kind)) (event_text(&e.kind)) } td {}
                         },
                         LogEntry::Decision(d) => tr.decision {
-                            td { (i + 1) } td { (time(d.decided_at)) }
+                            td { (i + 1) } td { (short_time(d.decided_at)) }
                             td {
                                 "decision " strong { (d.path.as_str()) }
                                 @if let Some(intent) = &d.intent { " · intent " strong.intent { (intent.intent) } " " (format!("{:.2}", intent.probability)) }
@@ -514,7 +510,7 @@ fn load_body(view: &LoadView<'_>, timers: &[TimerView]) -> Markup {
                                 @for a in d.effective_actions() {
                                     div { @match actions.get(a.key.as_str()) {
                                         Some(r) => { (r.status) @if r.attempts > 1 { ", " (r.attempts) " attempts" } }
-                                        None => { span.muted { @if is_local(&a.body) { "—" } @else { "not in outbox" } } }
+                                        None => { span.muted { "not in outbox" } }
                                     } }
                                 }
                             }
@@ -533,8 +529,8 @@ fn load_body(view: &LoadView<'_>, timers: &[TimerView]) -> Markup {
                     td { code { (r.key) } } td { (r.kind) } td { (r.destination) } td { (r.status) } td { (r.attempts) }
                     td.error { (r.last_failure.as_deref().unwrap_or("")) }
                     td { (r.receipt.as_deref().unwrap_or("")) }
-                    td { (time(r.created_at)) }
-                    td { @if let Some(t) = r.dispatched_at.or(r.dead_at) { (time(t)) } }
+                    td { (short_time(r.created_at)) }
+                    td { @if let Some(t) = r.dispatched_at.or(r.dead_at) { (short_time(t)) } }
                 } } }
             }
         }
@@ -549,11 +545,6 @@ fn event_text(kind: &EventKind) -> Markup {
         _ => return html! {},
     };
     html! { div.muted { (text) } }
-}
-
-/// Actions that never reach the outbox as a delivery (the store keeps timers itself).
-fn is_local(body: &ActionBody) -> bool {
-    matches!(body, ActionBody::Noop { .. })
 }
 
 /// `GET /login`: the token form (straight to `/` when no token is set).

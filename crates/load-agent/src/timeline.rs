@@ -72,7 +72,8 @@ pub fn view<'a>(
     }
 }
 
-fn short_time(t: chrono::DateTime<chrono::Utc>) -> String {
+/// A time as the timeline and the console show it.
+pub fn short_time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%SZ").to_string()
 }
 
