@@ -260,7 +260,7 @@ impl LlmClient for OpenAiClient {
     async fn triage(&self, req: &TriageRequest) -> LlmResult<TriageResult> {
         let method = LlmMethod::Triage;
         let user = UserMessage { json: to_json(method, req)?, image_url: None };
-        self.call_fixed(method, user, parse_triage).await
+        self.call_fixed(method, user, |v| parse_triage(v, &req.text)).await
     }
 
     async fn draft(&self, req: &DraftRequest) -> LlmResult<Draft> {

@@ -170,8 +170,9 @@ struct TriageOutput {
 /// Parses a remote provider's triage (the default triage is the local model, which needs no
 /// parsing). `confident` is decided here, by code, from the probability and the local model's
 /// threshold for that intent, so both providers route the same way (a remote provider gives no
-/// distribution, so only the threshold applies).
-pub fn parse_triage(value: &Value) -> Result<TriageResult, LlmError> {
+/// distribution, so only the threshold and the stop-request check of `text`, the message it
+/// read, apply).
+pub fn parse_triage(value: &Value, text: &str) -> Result<TriageResult, LlmError> {
     let method = LlmMethod::Triage;
     let out: TriageOutput = strict(method, value)?;
     if !(0.0..=1.0).contains(&out.probability) {
@@ -180,7 +181,12 @@ pub fn parse_triage(value: &Value) -> Result<TriageResult, LlmError> {
     if out.lang != "en" && out.lang != "es" {
         return Err(LlmError::invalid(method, format!("lang {:?} is not en or es", out.lang)));
     }
-    let abstain = TriageModel::embedded().abstain(out.intent, out.probability, &[]);
+    let abstain = TriageModel::embedded().abstain(
+        out.intent,
+        out.probability,
+        &[],
+        load_agent_triage::asks_to_stop(text),
+    );
     Ok(TriageResult {
         intent: out.intent,
         probability: out.probability,
@@ -469,20 +475,36 @@ mod tests {
     #[test]
     fn remote_triage_parses_and_decides_confidence_in_code() {
         let t = parse_triage(&json!({
-            "intent": "eta_given", "probability": 0.91, "lang": "en",
+            "intent": "eta_given", "probability": 0.99, "lang": "en",
             "values": { "eta": { "kind": "in", "minutes": 45 }, "temperature_f": null, "stop": { "sequence": 2 } }
-        }))
+        }), "45 min out")
         .expect("valid");
         assert_eq!(t.intent, Intent::EtaGiven);
         assert!(t.confident);
+        // The same reading of a message that also asks to stop the texts is not acted on.
+        let held = parse_triage(
+            &json!({
+                "intent": "eta_given", "probability": 0.99, "lang": "en",
+                "values": { "eta": { "kind": "in", "minutes": 45 }, "temperature_f": null, "stop": null }
+            }),
+            "45 min out. stop texting me",
+        )
+        .expect("valid");
+        assert!(!held.confident);
         check_invalid(
-            parse_triage(&json!({ "intent": "ack", "probability": 1.5, "lang": "en",
-                "values": { "eta": null, "temperature_f": null, "stop": null } })),
+            parse_triage(
+                &json!({ "intent": "ack", "probability": 1.5, "lang": "en",
+                "values": { "eta": null, "temperature_f": null, "stop": null } }),
+                "ok",
+            ),
             "probability",
         );
         check_invalid(
-            parse_triage(&json!({ "intent": "gossip", "probability": 0.5, "lang": "en",
-                "values": { "eta": null, "temperature_f": null, "stop": null } })),
+            parse_triage(
+                &json!({ "intent": "gossip", "probability": 0.5, "lang": "en",
+                "values": { "eta": null, "temperature_f": null, "stop": null } }),
+                "ok",
+            ),
             "gossip",
         );
     }

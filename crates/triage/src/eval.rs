@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::corpus::{CorpusError, LabeledMessage, read_corpus};
 use crate::intent::Intent;
 use crate::lang::Lang;
-use crate::model::{OPT_OUT_GUARD, TriageModel};
+use crate::model::{Abstain, OPT_OUT_GUARD, TriageModel};
 
 /// Number of equal-width confidence bins of the ECE.
 pub const ECE_BINS: usize = 10;
@@ -83,6 +83,20 @@ pub struct PolicyReport {
     pub thresholds: BTreeMap<Intent, f64>,
     /// Probability of `opt_out` + `wrong_number` at which another intent is not acted on.
     pub opt_out_guard: f64,
+    /// Messages that ask in so many words to stop, or say they reached the wrong person, are
+    /// never acted on as another intent (`crate::asks_to_stop`); always true in this build.
+    pub stop_request_guard: bool,
+}
+
+/// How many messages were not acted on, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct AbstainCounts {
+    /// The top intent's probability was below its threshold.
+    pub below_threshold: usize,
+    /// Another intent was on top, but `opt_out` + `wrong_number` reached the opt-out guard.
+    pub opt_out_risk: usize,
+    /// Another intent was on top, but the message asks to stop the messages in so many words.
+    pub asks_to_stop: usize,
 }
 
 /// The result of [`evaluate`]. Serializes to one JSON object: the keys of behavior.md §10
@@ -100,6 +114,8 @@ pub struct EvalReport {
     pub policy: PolicyReport,
     /// Share of messages acted on (the rest go to the planner).
     pub coverage: f64,
+    /// The messages not acted on, by reason.
+    pub abstained: AbstainCounts,
     /// Accuracy of the messages acted on.
     pub acted_accuracy: f64,
     /// Messages acted on with the wrong intent.
@@ -136,8 +152,15 @@ pub fn evaluate(model: &TriageModel, examples: &[LabeledMessage]) -> EvalReport 
     let mut predicted = [0usize; Intent::ALL.len()];
     let mut hits = [0usize; Intent::ALL.len()];
     let mut opt_out_acted_as_other = 0;
+    let mut abstained = AbstainCounts::default();
     for example in examples {
         let triage = model.classify(&example.input());
+        match triage.abstain {
+            None => {}
+            Some(Abstain::BelowThreshold { .. }) => abstained.below_threshold += 1,
+            Some(Abstain::OptOutRisk { .. }) => abstained.opt_out_risk += 1,
+            Some(Abstain::AsksToStop) => abstained.asks_to_stop += 1,
+        }
         let correct = triage.intent == example.intent;
         judged.push(Judged {
             probability: triage.probability,
@@ -219,8 +242,10 @@ pub fn evaluate(model: &TriageModel, examples: &[LabeledMessage]) -> EvalReport 
         policy: PolicyReport {
             thresholds: Intent::ALL.into_iter().map(|i| (i, model.threshold(i))).collect(),
             opt_out_guard: OPT_OUT_GUARD,
+            stop_request_guard: true,
         },
         coverage: ratio(acted, examples.len()),
+        abstained,
         acted_accuracy: ratio(acted_right, acted),
         confident_wrong: acted - acted_right,
         confident_wrong_rate: ratio(acted - acted_right, examples.len()),
@@ -275,10 +300,16 @@ impl EvalReport {
             writeln!(s, "ECE       {:.4} ({ECE_BINS} equal-width bins over the top probability)", self.ece);
         let _ = writeln!(
             s,
-            "\nacting policy: per-intent thresholds, opt-out guard {:.2}",
-            self.policy.opt_out_guard
+            "\nacting policy: per-intent thresholds, opt-out guard {:.2}, stop-request guard {}",
+            self.policy.opt_out_guard,
+            if self.policy.stop_request_guard { "on" } else { "off" }
         );
         let _ = writeln!(s, "coverage         {:.1} % acted on, the rest to the planner", pct(self.coverage));
+        let _ = writeln!(
+            s,
+            "not acted on     {} below threshold, {} opt-out risk, {} asking to stop",
+            self.abstained.below_threshold, self.abstained.opt_out_risk, self.abstained.asks_to_stop
+        );
         let _ = writeln!(s, "acted accuracy   {:.2} %", pct(self.acted_accuracy));
         let _ = writeln!(
             s,
@@ -404,6 +435,7 @@ mod tests {
         assert_eq!(
             keys,
             [
+                "abstained",
                 "accuracy",
                 "acted_accuracy",
                 "confident_wrong",

@@ -32,6 +32,7 @@ use crate::extract::{
     EtaValue, StopRef, TempEvidence, TempReading, eta_from_tokens, has_delay, stop_from_tokens,
     temperature_from_tokens,
 };
+use crate::guard;
 use crate::lang::{self, Lang};
 use crate::text::{Tok, TokKind, lex, normalize};
 
@@ -67,6 +68,8 @@ pub(crate) struct Analysis {
     pub stop: Option<StopRef>,
     /// A duration that is a delay or a wait ("45 min late", "waiting 3 hrs").
     pub delay: bool,
+    /// An explicit request to stop the messages or wrong-person statement ([`crate::guard`]).
+    pub asks_to_stop: bool,
 }
 
 /// Sparse features of one message: `(feature id, value)`, ids may repeat.
@@ -85,6 +88,7 @@ pub(crate) fn featurize(input: &TriageInput<'_>, out: &mut Features) -> Analysis
         temperature: temperature_from_tokens(&toks),
         stop: stop_from_tokens(&toks),
         delay: has_delay(&toks),
+        asks_to_stop: guard::asks_to_stop(&toks),
     };
 
     let forms: Vec<Form<'_>> = toks.iter().map(Form::of).collect();

@@ -42,6 +42,7 @@ pub mod dedupe;
 pub mod eval;
 pub mod extract;
 mod features;
+mod guard;
 pub mod intent;
 mod lang;
 pub mod model;
@@ -56,7 +57,8 @@ pub use dedupe::{
     near_duplicate_key, near_duplicates, test_files,
 };
 pub use eval::{
-    EvalReport, IntentStats, LangStats, Misclassified, PolicyReport, RiskPoint, eval_command, evaluate,
+    AbstainCounts, EvalReport, IntentStats, LangStats, Misclassified, PolicyReport, RiskPoint, eval_command,
+    evaluate,
 };
 pub use extract::{
     EtaValue, ExtractedValues, Meridiem, StopRef, extract_eta, extract_stop_ref, extract_temperature,
@@ -67,9 +69,9 @@ pub use intent::{Intent, UnknownIntent};
 pub use lang::{Lang, UnknownLang};
 pub use model::{
     Abstain, CONFIDENCE_THRESHOLD, ETA_REQUEST_ASK, OPT_OUT_GUARD, REEFER_TEMP_ASK, Triage, TriageModel,
-    WeightsError, abstain_reason,
+    WeightsError, abstain_reason, asks_to_stop,
 };
 pub use train::{
-    GroupScore, TARGET_PRECISION, TRAIN_DIR, ThresholdPoint, TrainError, TrainSummary, read_training_corpus,
-    train, train_command, train_with_summary, training_files,
+    GroupScore, StopGuardScore, TARGET_PRECISION, TRAIN_DIR, ThresholdPoint, TrainError, TrainSummary,
+    read_training_corpus, train, train_command, train_with_summary, training_files,
 };

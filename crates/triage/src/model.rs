@@ -38,6 +38,9 @@ pub enum Abstain {
         /// The probability of `opt_out` and `wrong_number` together.
         probability: f64,
     },
+    /// Another intent is on top, but the message asks in so many words to stop the messages
+    /// or says it reached the wrong person (`crate::guard`).
+    AsksToStop,
 }
 
 impl fmt::Display for Abstain {
@@ -47,29 +50,45 @@ impl fmt::Display for Abstain {
             Abstain::OptOutRisk { probability } => {
                 write!(f, "may be an opt-out or a wrong number (p = {probability:.2})")
             }
+            Abstain::AsksToStop => write!(f, "asks to stop the messages or says it is the wrong person"),
         }
     }
 }
 
 /// Whether a classification may be acted on: `None` when it may, else why not. `distribution`
 /// is every intent's probability (any order; may be empty when a provider gives only its top
-/// intent, and then only the threshold applies).
+/// intent, and then only the threshold applies); `asks_to_stop` is [`asks_to_stop`] of the
+/// message.
 pub fn abstain_reason(
     intent: Intent,
     probability: f64,
     distribution: &[(Intent, f64)],
     threshold: f64,
+    asks_to_stop: bool,
 ) -> Option<Abstain> {
     if probability < threshold {
         return Some(Abstain::BelowThreshold { threshold });
     }
     if !intent.is_opt_out_like() {
+        if asks_to_stop {
+            return Some(Abstain::AsksToStop);
+        }
         let risk: f64 = distribution.iter().filter(|(i, _)| i.is_opt_out_like()).map(|(_, p)| p).sum();
         if risk >= OPT_OUT_GUARD {
             return Some(Abstain::OptOutRisk { probability: risk });
         }
     }
     None
+}
+
+/// Whether a message asks in so many words to stop the messages, or says it reached the wrong
+/// person (a short list of explicit phrases in English and Spanish, not negated, in the
+/// message's new text: a reply's quoted thread and signature do not count). Such a message is
+/// never acted on as another intent, whatever the model's probabilities.
+pub fn asks_to_stop(text: &str) -> bool {
+    let (body, _) = crate::body::split(text);
+    let norm = crate::text::normalize(&body);
+    crate::guard::asks_to_stop(&crate::text::lex(&norm))
 }
 
 /// The open-ask type under which a bare number is a reefer reading.
@@ -345,8 +364,9 @@ impl TriageModel {
         intent: Intent,
         probability: f64,
         distribution: &[(Intent, f64)],
+        asks_to_stop: bool,
     ) -> Option<Abstain> {
-        abstain_reason(intent, probability, distribution, self.threshold(intent))
+        abstain_reason(intent, probability, distribution, self.threshold(intent), asks_to_stop)
     }
 
     /// Uncalibrated logits (before the temperature) of sparse features.
@@ -392,7 +412,7 @@ impl TriageModel {
             .eta
             .or_else(|| (input.open_ask == Some(ETA_REQUEST_ASK)).then(|| bare_eta(input.text)).flatten());
 
-        let abstain = self.abstain(intent, probability, &distribution);
+        let abstain = self.abstain(intent, probability, &distribution, analysis.asks_to_stop);
         Triage {
             intent,
             probability,
@@ -472,19 +492,47 @@ mod tests {
         let dist =
             [(Intent::Ack, 0.85), (Intent::OptOut, 0.07), (Intent::WrongNumber, 0.05), (Intent::Other, 0.03)];
         assert_eq!(
-            abstain_reason(Intent::Ack, 0.85, &dist, 0.7),
+            abstain_reason(Intent::Ack, 0.85, &dist, 0.7, false),
             Some(Abstain::OptOutRisk { probability: 0.07 + 0.05 })
         );
         let calm = [(Intent::Ack, 0.95), (Intent::OptOut, 0.04), (Intent::Other, 0.01)];
-        assert_eq!(abstain_reason(Intent::Ack, 0.95, &calm, 0.7), None);
+        assert_eq!(abstain_reason(Intent::Ack, 0.95, &calm, 0.7, false), None);
         let opt = [(Intent::OptOut, 0.8), (Intent::WrongNumber, 0.15), (Intent::Ack, 0.05)];
-        assert_eq!(abstain_reason(Intent::OptOut, 0.8, &opt, 0.7), None);
+        assert_eq!(abstain_reason(Intent::OptOut, 0.8, &opt, 0.7, false), None);
         assert_eq!(
-            abstain_reason(Intent::OptOut, 0.6, &opt, 0.7),
+            abstain_reason(Intent::OptOut, 0.6, &opt, 0.7, false),
+            Some(Abstain::BelowThreshold { threshold: 0.7 })
+        );
+        // An explicit stop request holds back any other intent, however sure, but not the
+        // opt-out itself, and never lifts a reading below its threshold.
+        assert_eq!(abstain_reason(Intent::Ack, 0.95, &calm, 0.7, true), Some(Abstain::AsksToStop));
+        assert_eq!(abstain_reason(Intent::OptOut, 0.8, &opt, 0.7, true), None);
+        // A problem report that also asks to stop goes to the planner too (with no planner, to
+        // an urgent task for a person, as the problem itself would).
+        let breakdown = [(Intent::ProblemReport, 0.95), (Intent::OptOut, 0.04), (Intent::Other, 0.01)];
+        assert_eq!(
+            abstain_reason(Intent::ProblemReport, 0.95, &breakdown, 0.7, true),
+            Some(Abstain::AsksToStop)
+        );
+        assert_eq!(
+            abstain_reason(Intent::Ack, 0.5, &calm, 0.7, true),
             Some(Abstain::BelowThreshold { threshold: 0.7 })
         );
         // A provider without a distribution is judged by the threshold alone.
-        assert_eq!(abstain_reason(Intent::EtaGiven, 0.9, &[], 0.7), None);
+        assert_eq!(abstain_reason(Intent::EtaGiven, 0.9, &[], 0.7, false), None);
+    }
+
+    #[test]
+    fn an_arrival_that_asks_to_stop_the_texts_is_not_acted_on() {
+        let t = TriageModel::embedded()
+            .classify(&TriageInput::new("ya llegue pero ya no me esten mandando textos, me distraen"));
+        assert!(!t.confident || t.intent.is_opt_out_like(), "{t:?}");
+        assert!(asks_to_stop("Delivered. Please stop texting me"));
+        assert!(!asks_to_stop("Delivered. Stop 2 next"));
+        // Only the new text counts: the agent's own quoted words are not the sender's.
+        assert!(!asks_to_stop(
+            "eta 3pm\n\nOn Tue, Mar 3, 2026 at 9:14 AM Loads <l@x.com> wrote:\n> reply STOP to opt out"
+        ));
     }
 
     #[test]

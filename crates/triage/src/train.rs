@@ -98,6 +98,11 @@ pub struct TrainSummary {
     pub oof_acted_accuracy: f64,
     /// Out-of-fold messages acted on with the wrong intent, as a share of all messages.
     pub oof_confident_wrong: f64,
+    /// Out-of-fold messages labeled `opt_out` or `wrong_number` acted on as another intent.
+    pub oof_opt_out_acted_as_other: usize,
+    /// Out-of-fold predictions the policy would have acted on but the stop-request guard held
+    /// back (`crate::guard`), and how many of those were wrong readings and opt-out-like messages.
+    pub oof_stop_guard: StopGuardScore,
     /// Out-of-fold figures per source file.
     pub per_source: Vec<GroupScore>,
     /// Coverage and accuracy above each candidate single threshold.
@@ -108,6 +113,17 @@ pub struct TrainSummary {
     /// `load-agent triage train --errors FILE`).
     #[serde(skip)]
     pub oof_errors: Vec<Misclassified>,
+}
+
+/// What the stop-request guard did to the out-of-fold predictions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StopGuardScore {
+    /// Predictions acted on without the guard that it held back.
+    pub held: usize,
+    /// Of those, the wrong readings (confident-wrong readings it prevented).
+    pub held_wrong: usize,
+    /// Of those, the messages labeled `opt_out` or `wrong_number`.
+    pub held_opt_out_like: usize,
 }
 
 impl TrainSummary {
@@ -134,6 +150,14 @@ impl TrainSummary {
             self.oof_coverage * 100.0,
             self.oof_acted_accuracy * 100.0,
             self.oof_confident_wrong * 100.0
+        );
+        let _ = writeln!(
+            s,
+            "opt-out/wrong-number acted on as another intent: {}; the stop-request guard held back {} readings ({} wrong, {} opt-out/wrong-number)",
+            self.oof_opt_out_acted_as_other,
+            self.oof_stop_guard.held,
+            self.oof_stop_guard.held_wrong,
+            self.oof_stop_guard.held_opt_out_like
         );
         let _ = writeln!(s, "thresholds:");
         for (intent, t) in &self.intent_thresholds {
@@ -288,19 +312,34 @@ pub fn train_with_summary(examples: &[LabeledMessage]) -> (TriageModel, TrainSum
     let all: Vec<usize> = (0..data.len()).collect();
     let model = fit(&data, &all).quantized(temperature_q, thresholds);
 
-    // (top probability, correct, acted on) of every out-of-fold prediction.
-    let judged = |probs: &[([f64; N], usize)]| -> Vec<(f64, bool, bool)> {
-        probs
-            .iter()
-            .map(|(p, label)| {
-                let (best, conf) = top(p);
-                let dist: Vec<(Intent, f64)> = Intent::ALL.into_iter().zip(p.iter().copied()).collect();
-                let acted = abstain_reason(Intent::ALL[best], conf, &dist, threshold_of(best)).is_none();
-                (conf, best == *label, acted)
-            })
-            .collect()
-    };
-    let points = judged(&calibrated);
+    // (top probability, correct, acted on) of every out-of-fold prediction, and what the
+    // stop-request guard changed.
+    let mut stop_guard = StopGuardScore::default();
+    let mut opt_out_acted_as_other = 0;
+    let judged: Vec<(f64, bool, bool)> = kept
+        .iter()
+        .zip(&calibrated)
+        .map(|(&i, (p, label))| {
+            let (best, conf) = top(p);
+            let intent = Intent::ALL[best];
+            let dist: Vec<(Intent, f64)> = Intent::ALL.into_iter().zip(p.iter().copied()).collect();
+            let threshold = threshold_of(best);
+            let acted = abstain_reason(intent, conf, &dist, threshold, data[i].asks_to_stop).is_none();
+            let acted_unguarded = abstain_reason(intent, conf, &dist, threshold, false).is_none();
+            let correct = best == *label;
+            let opt_out_like = Intent::ALL[*label].is_opt_out_like();
+            if acted_unguarded && !acted {
+                stop_guard.held += 1;
+                stop_guard.held_wrong += usize::from(!correct);
+                stop_guard.held_opt_out_like += usize::from(opt_out_like);
+            }
+            if acted && opt_out_like && !intent.is_opt_out_like() {
+                opt_out_acted_as_other += 1;
+            }
+            (conf, correct, acted)
+        })
+        .collect();
+    let points = judged;
     let uncalibrated: Vec<(f64, bool)> =
         oof_kept.iter().map(|(z, l)| (top(&softmax(z, 1.0)).1, top(z).0 == *l)).collect();
     let pairs: Vec<(f64, bool)> = points.iter().map(|&(p, ok, _)| (p, ok)).collect();
@@ -378,6 +417,8 @@ pub fn train_with_summary(examples: &[LabeledMessage]) -> (TriageModel, TrainSum
         oof_coverage: coverage,
         oof_acted_accuracy: acted_accuracy,
         oof_confident_wrong: confident_wrong,
+        oof_opt_out_acted_as_other: opt_out_acted_as_other,
+        oof_stop_guard: stop_guard,
         per_source,
         thresholds: single,
         weights_bytes: model.to_weights_string().len(),
@@ -455,12 +496,14 @@ fn quantize(w: f64) -> i32 {
 struct Example {
     features: Vec<(u32, f64)>,
     label: usize,
+    /// The message asks in so many words to stop ([`crate::guard`]).
+    asks_to_stop: bool,
 }
 
 impl Example {
     fn new(message: &LabeledMessage) -> Self {
         let mut features = Vec::new();
-        featurize(&message.input(), &mut features);
+        let analysis = featurize(&message.input(), &mut features);
         features.sort_by_key(|&(id, _)| id);
         let mut merged: Vec<(u32, f64)> = Vec::with_capacity(features.len());
         for (id, v) in features {
@@ -469,7 +512,7 @@ impl Example {
                 _ => merged.push((id, v)),
             }
         }
-        Example { features: merged, label: message.intent.index() }
+        Example { features: merged, label: message.intent.index(), asks_to_stop: analysis.asks_to_stop }
     }
 }
 

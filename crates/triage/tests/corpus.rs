@@ -26,25 +26,35 @@ fn frozen() -> Vec<LabeledMessage> {
     read_corpus(&files[0]).expect("the frozen test set is well formed")
 }
 
-/// Every held-out message: the frozen set, then the check set.
+/// Every held-out message: the frozen set, then the check sets.
 fn held_out() -> Vec<LabeledMessage> {
     let files = held_out_files(&corpus_dir()).expect("the held-out sets are committed");
-    assert_eq!(files.len(), 2, "the frozen test set and one check set: {files:?}");
+    assert_eq!(files.len(), 1 + CHECK_SETS.len(), "the frozen test set and the check sets: {files:?}");
     files.iter().flat_map(|f| read_corpus(f).expect("a held-out set is well formed")).collect()
 }
 
-/// The SHA-256 of `evals/triage/check/t3.jsonl` as its writer handed it over.
-const CHECK_SHA256: &str = "27f99a824958682d8fb8bdcfb4f04e36340ce1787adeb27927b2b01cb54e2a3d";
+/// Each check set (`evals/triage/check/`) and its SHA-256 as its writer handed it over.
+const CHECK_SETS: [(&str, &str); 3] = [
+    ("t3.jsonl", "27f99a824958682d8fb8bdcfb4f04e36340ce1787adeb27927b2b01cb54e2a3d"),
+    ("t4.jsonl", "f57dc8e9e615b465d625862386bd02f0b0092fcb24ba31982f19a0ead9e6e5a6"),
+    ("t5.jsonl", "8b4833ccf9da3cac72c5a7a47a0c2cb541755540c3199d6495a906820bd89a94"),
+];
+
+fn check_set(name: &str) -> Vec<LabeledMessage> {
+    read_corpus(&corpus_dir().join("check").join(name)).expect("a check set is well formed")
+}
 
 #[test]
-fn the_check_set_is_unchanged_and_covers_every_intent() {
-    let bytes = std::fs::read(corpus_dir().join("check/t3.jsonl")).expect("read the check set");
-    let digest = format!("{:x}", Sha256::digest(&bytes));
-    assert_eq!(digest, CHECK_SHA256, "the check set changed; it never does (docs/triage.md)");
-    let check = read_corpus(&corpus_dir().join("check/t3.jsonl")).expect("well formed");
-    assert_eq!(check.len(), 390);
-    for (intent, n) in per_intent(&check) {
-        assert_eq!(n, 30, "{intent}");
+fn the_check_sets_are_unchanged_and_cover_every_intent() {
+    for (name, sha) in CHECK_SETS {
+        let bytes = std::fs::read(corpus_dir().join("check").join(name)).expect("read the check set");
+        let digest = format!("{:x}", Sha256::digest(&bytes));
+        assert_eq!(digest, sha, "check set {name} changed; it never does (docs/triage.md)");
+        let check = check_set(name);
+        assert_eq!(check.len(), 390, "{name}");
+        for (intent, n) in per_intent(&check) {
+            assert_eq!(n, 30, "{name}: {intent}");
+        }
     }
 }
 
@@ -124,20 +134,35 @@ fn the_committed_model_holds_its_figures_on_the_frozen_set() {
     assert!(report.ece <= 0.025, "ECE above 0.025:\n{text}");
     assert!(report.coverage >= 0.85, "coverage below 85 %:\n{text}");
     assert!(report.confident_wrong_rate <= 0.01, "confident-wrong above 1 %:\n{text}");
-    assert!(report.opt_out_acted_as_other <= 1, "opt-outs acted on as another intent:\n{text}");
+    assert_eq!(report.opt_out_acted_as_other, 0, "opt-outs acted on as another intent:\n{text}");
 }
 
-/// The same gate on the check set (docs/triage.md "Results").
+/// The same gate on each check set (docs/triage.md "Results"): accuracy, coverage and
+/// confident-wrong floors/ceilings a little short of the figures measured, and the opt-outs acted
+/// on as another intent exactly as measured.
 #[test]
-fn the_committed_model_holds_its_figures_on_the_check_set() {
-    let check = read_corpus(&corpus_dir().join("check/t3.jsonl")).expect("well formed");
-    let report = evaluate(TriageModel::embedded(), &check);
-    let text = report.to_text();
-    assert!(report.accuracy >= 0.96, "accuracy below 96 %:\n{text}");
-    assert!(report.ece <= 0.025, "ECE above 0.025:\n{text}");
-    assert!(report.coverage >= 0.89, "coverage below 89 %:\n{text}");
-    assert!(report.confident_wrong_rate <= 0.013, "confident-wrong above 1.3 %:\n{text}");
-    assert!(report.opt_out_acted_as_other <= 2, "opt-outs acted on as another intent:\n{text}");
+fn the_committed_model_holds_its_figures_on_the_check_sets() {
+    // (file, accuracy >=, coverage >=, confident-wrong <=, opt-outs acted on as another intent <=)
+    let gates = [
+        ("t3.jsonl", 0.96, 0.90, 0.008, 0),
+        ("t4.jsonl", 0.955, 0.845, 0.010, 2),
+        ("t5.jsonl", 0.98, 0.88, 0.005, 0),
+    ];
+    for (name, accuracy, coverage, confident_wrong, opt_out) in gates {
+        let report = evaluate(TriageModel::embedded(), &check_set(name));
+        let text = report.to_text();
+        assert!(report.accuracy >= accuracy, "{name}: accuracy below {accuracy}:\n{text}");
+        assert!(report.ece <= 0.03, "{name}: ECE above 0.03:\n{text}");
+        assert!(report.coverage >= coverage, "{name}: coverage below {coverage}:\n{text}");
+        assert!(
+            report.confident_wrong_rate <= confident_wrong,
+            "{name}: confident-wrong above {confident_wrong}:\n{text}"
+        );
+        assert!(
+            report.opt_out_acted_as_other <= opt_out,
+            "{name}: opt-outs acted on as another intent:\n{text}"
+        );
+    }
 }
 
 #[test]

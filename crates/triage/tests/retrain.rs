@@ -24,7 +24,8 @@ fn retraining_reproduces_the_committed_weights_byte_for_byte() {
         "retrained weights differ from crates/triage/model/weights.json; \
          run `load-agent triage train` and commit the result"
     );
-    assert!(committed.len() < 6_000_000, "weights file is {} bytes", committed.len());
+    // A sanity bound on what every build embeds (6.9 MB with 24 writers; docs/triage.md).
+    assert!(committed.len() < 8_000_000, "weights file is {} bytes", committed.len());
     assert_eq!(summary.cross_validation, "leave-one-source-out");
 }
 
