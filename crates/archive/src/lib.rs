@@ -11,7 +11,7 @@
 //! - [`manifest`]: [`Manifest`], what `manifest.json` holds.
 //! - [`location`]: [`ArchiveLocation`], an object store and a prefix (a local directory or a
 //!   `file://` URL from a string).
-//! - [`error`]: [`ArchiveError`].
+//! - [`error`]: [`ArchiveError`], why an export, a verification or a read could not run.
 //!
 //! The file format (the Avro record, its schema, the embedded LogEntry schemas) is
 //! `load_agent_avro::archive`; this crate adds the IO.

@@ -68,7 +68,8 @@ async fn archive_1000_realistic_loads_from_postgres() {
         }
     }
 
-    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let url =
+        std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let schema = format!("archive_measure_{}", uuid::Uuid::new_v4().simple());
     let store = PgStore::connect_in_schema(&url, &schema).await.expect("Postgres");
     let stores = store.clone().into_stores();
@@ -95,7 +96,8 @@ async fn archive_1000_realistic_loads_from_postgres() {
 
     let dir = tempfile::tempdir().expect("a directory");
     let location = ArchiveLocation::parse(&dir.path().display().to_string(), false).expect("location");
-    let options = ExportOptions::new("measure", Utc.with_ymd_and_hms(2027, 4, 1, 0, 0, 0).single().expect("time"));
+    let options =
+        ExportOptions::new("measure", Utc.with_ymd_and_hms(2027, 4, 1, 0, 0, 0).single().expect("time"));
     let started = Instant::now();
     let manifest = export(stores.events.as_ref(), &ids, &location, &options).await.expect("export");
     let exported = started.elapsed();

@@ -256,11 +256,14 @@ fn decode_rows(load_id: &str, rows: &[(i64, i64, Vec<u8>)]) -> Result<Vec<LogEnt
     rows.iter().map(|(seq, schema_id, body)| decode_entry(load_id, *seq, *schema_id, body)).collect()
 }
 
-/// A load's stored rows `(seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body)` in
-/// seq order as [`StoredEntry`]s, checking that the seqs are exactly `1..=n`.
+/// One stored log row: `(seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body)`.
+pub(crate) type StoredRow<T> = (i64, String, String, T, f64, i64, Vec<u8>);
+
+/// A load's stored rows in seq order as [`StoredEntry`]s, checking that the seqs are exactly
+/// `1..=n`.
 pub(crate) fn stored_rows(
     load_id: &str,
-    rows: Vec<(i64, String, String, DateTime<Utc>, f64, i64, Vec<u8>)>,
+    rows: Vec<StoredRow<DateTime<Utc>>>,
 ) -> Result<Vec<StoredEntry>, StoreError> {
     rows.into_iter()
         .zip(1u64..)

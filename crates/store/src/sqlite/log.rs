@@ -9,7 +9,7 @@ use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use super::SqliteStore;
 use super::writer::WriteCmd;
 use crate::codec::{
-    EncodedAppend, EncodedSummary, decode_entry, decode_log_stream, encode_append, limit_i64,
+    EncodedAppend, EncodedSummary, StoredRow, decode_entry, decode_log_stream, encode_append, limit_i64,
     parse_sqlite_time, sqlite_time, stored_rows, to_u64,
 };
 use crate::error::{AppendError, StoreError};
@@ -357,7 +357,7 @@ impl EventStore for SqliteStore {
     }
 
     async fn read_stored(&self, load_id: &str) -> Result<Vec<StoredEntry>, StoreError> {
-        let rows = sqlx::query_as::<_, (i64, String, String, String, f64, i64, Vec<u8>)>(
+        let rows = sqlx::query_as::<_, StoredRow<String>>(
             "SELECT seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body FROM log_entries \
              WHERE load_id = ?1 ORDER BY seq",
         )
