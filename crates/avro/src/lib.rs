@@ -14,6 +14,8 @@
 //!   resolved addresses of the contact ([`Addresses`]).
 //! - [`log_entry`]: stored log entries (unframed body plus writer schema id), every version
 //!   readable, the newest written.
+//! - [`archive`]: archive files (docs/archive.md), Avro object container files of log rows with
+//!   their stored bodies byte for byte and the LogEntry schemas in the file's metadata.
 //! - [`error`]: [`DecodeError`] (with a stable `code()` and the field path, for DLQ headers),
 //!   [`FieldError`], [`WireError`].
 //! - `registry_client` (feature `registry-client`): an async client for a Confluent-compatible
@@ -34,6 +36,7 @@ mod convert;
 mod datum;
 
 pub mod action_command;
+pub mod archive;
 pub mod confluent;
 pub mod error;
 pub mod inbound;

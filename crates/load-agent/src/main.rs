@@ -30,7 +30,8 @@ enum Command {
     /// The main job on the embedded default: replays a bundled sample of recorded traffic through
     /// the consumer code, worker, relay and timer pump on SQLite and shows what the agent decided.
     Demo(commands::replay::DemoArgs),
-    /// Replays a topic dump through the consumer code against a fresh store (topics.md).
+    /// Replays a topic dump through the consumer code against a fresh store (topics.md); with
+    /// `--archive PATH LOAD_ID`, re-projects one archived load and prints its state.
     Replay(commands::replay::ReplayArgs),
     /// Records a topic from Kafka as a dump (topics.md).
     #[cfg(feature = "kafka")]
@@ -73,6 +74,10 @@ enum Command {
     /// A load's timeline (events, decisions, actions and their delivery, asks) and its state at
     /// any version.
     Inspect(commands::store_cmds::InspectArgs),
+    /// Archives of load logs (docs/archive.md): `export` the logs of a month's or listed loads
+    /// to a directory as Avro files with a manifest, `verify` an archive against the database.
+    #[command(subcommand)]
+    Archive(commands::archive::ArchiveCommand),
     /// The operations console (served by `serve` and the worker at `/`): `rebuild` writes its
     /// load summaries from the logs.
     #[command(subcommand)]
@@ -133,6 +138,7 @@ fn main() -> ExitCode {
         Command::Console(c) => {
             with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_console(s, c))
         }
+        Command::Archive(c) => with_settings(cli.config.as_deref(), |s| commands::archive::run(s, c)),
         Command::Cost(a) => with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_cost(s, a)),
         Command::Inspect(a) => {
             with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_inspect(s, a))

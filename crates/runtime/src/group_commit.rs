@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use load_agent_domain::{LoadSummary, LogEntry};
-use load_agent_store::{AppendError, AppendRequest, EventStore, NewOutboxRow, StoreError};
+use load_agent_store::{AppendError, AppendRequest, EventStore, NewOutboxRow, StoreError, StoredEntry};
 use tokio::sync::{Notify, oneshot};
 
 /// How appends are grouped.
@@ -197,6 +197,19 @@ impl EventStore for GroupCommit {
 
     async fn read_entry(&self, load_id: &str, entry_id: &str) -> Result<Option<LogEntry>, StoreError> {
         self.inner.store.read_entry(load_id, entry_id).await
+    }
+
+    async fn read_stored(&self, load_id: &str) -> Result<Vec<StoredEntry>, StoreError> {
+        self.inner.store.read_stored(load_id).await
+    }
+
+    async fn load_ids_started_between(
+        &self,
+        from: chrono::DateTime<chrono::Utc>,
+        until: chrono::DateTime<chrono::Utc>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        self.inner.store.load_ids_started_between(from, until, limit).await
     }
 
     async fn append_summarized(

@@ -10,6 +10,7 @@ use load_agent_avro::registry::SchemaId;
 use load_agent_domain::{Action, Destination, LoadSummary, LogEntry};
 
 use crate::error::{AppendError, StoreError};
+use crate::event_store::StoredEntry;
 use crate::outbox::{NewOutboxRow, OutboxStatus};
 use crate::timers::TimerStatus;
 
@@ -253,6 +254,34 @@ where
 
 fn decode_rows(load_id: &str, rows: &[(i64, i64, Vec<u8>)]) -> Result<Vec<LogEntry>, StoreError> {
     rows.iter().map(|(seq, schema_id, body)| decode_entry(load_id, *seq, *schema_id, body)).collect()
+}
+
+/// One stored log row: `(seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body)`.
+pub(crate) type StoredRow<T> = (i64, String, String, T, f64, i64, Vec<u8>);
+
+/// A load's stored rows in seq order as [`StoredEntry`]s, checking that the seqs are exactly
+/// `1..=n`.
+pub(crate) fn stored_rows(
+    load_id: &str,
+    rows: Vec<StoredRow<DateTime<Utc>>>,
+) -> Result<Vec<StoredEntry>, StoreError> {
+    rows.into_iter()
+        .zip(1u64..)
+        .map(|((seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body), expected)| {
+            if to_u64(seq) != expected {
+                return Err(StoreError::Corrupt(format!(
+                    "log of load {load_id} has seq {seq} where {expected} belongs (seqs must be contiguous)"
+                )));
+            }
+            let schema_id = u32::try_from(schema_id).map_err(|_| StoreError::Decode {
+                load_id: load_id.to_owned(),
+                seq,
+                schema_id,
+                message: "schema id out of range".into(),
+            })?;
+            Ok(StoredEntry { seq: expected, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body })
+        })
+        .collect()
 }
 
 pub(crate) fn decode_action(id: &str, json: &str) -> Result<Action, StoreError> {

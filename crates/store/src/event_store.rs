@@ -1,6 +1,7 @@
 //! The per-load append-only log (ADR 0001, ADR 0003).
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use load_agent_domain::{LoadSummary, LogEntry};
 
 use crate::error::{AppendError, StoreError};
@@ -15,6 +16,36 @@ pub struct AppendRequest {
     pub outbox: Vec<NewOutboxRow>,
     /// The load's summary after these entries (the `load_summary` row), if the caller has it.
     pub summary: Option<LoadSummary>,
+}
+
+/// One log row exactly as stored: the plain columns and the Avro body under its writer schema,
+/// byte for byte (for the archive, which keeps the bytes the log holds, not a re-encoding).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEntry {
+    pub seq: u64,
+    pub entry_id: String,
+    pub kind: String,
+    pub recorded_at: DateTime<Utc>,
+    pub llm_cost_usd: f64,
+    /// The id of the body's writer schema (`schemas/avro/ids.json`).
+    pub schema_id: u32,
+    pub body: Vec<u8>,
+}
+
+impl StoredEntry {
+    /// The row `entry` would be stored as at `seq` (encoded with the newest `LogEntry` schema).
+    pub fn encode(seq: u64, entry: &LogEntry) -> Self {
+        let (schema_id, body) = load_agent_avro::log_entry::encode_log_entry(entry);
+        StoredEntry {
+            seq,
+            entry_id: entry.entry_id().to_owned(),
+            kind: entry.kind_str().to_owned(),
+            recorded_at: entry.recorded_at(),
+            llm_cost_usd: entry.llm_cost_usd(),
+            schema_id: schema_id.0,
+            body,
+        }
+    }
 }
 
 /// The log of every load. A load's version is the seq of its last entry, which is also its
@@ -80,4 +111,34 @@ pub trait EventStore: Send + Sync {
 
     /// Up to `limit` load ids that have a log, in id order.
     async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError>;
+
+    /// A load's log rows exactly as stored (seq order, bodies undecoded), `vec![]` for an unknown
+    /// load: what the archive exports and verifies against. Both backends read the rows; the
+    /// default re-encodes [`read`](Self::read) (for test doubles, which keep no bytes).
+    async fn read_stored(&self, load_id: &str) -> Result<Vec<StoredEntry>, StoreError> {
+        let (entries, _) = self.read(load_id).await?;
+        Ok(entries.iter().zip(1u64..).map(|(e, seq)| StoredEntry::encode(seq, e)).collect())
+    }
+
+    /// Up to `limit` load ids, in id order, whose FIRST entry (seq 1: the start of the load's
+    /// log, normally its registration) was recorded in `[from, until)`: the loads of a month,
+    /// for the archive. A scan of the first rows (`seq = 1`); the default reads every log.
+    async fn load_ids_started_between(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut out = Vec::new();
+        for id in self.load_ids(usize::MAX).await? {
+            if out.len() >= limit {
+                break;
+            }
+            let (entries, _) = self.read(&id).await?;
+            if entries.first().is_some_and(|e| e.recorded_at() >= from && e.recorded_at() < until) {
+                out.push(id);
+            }
+        }
+        Ok(out)
+    }
 }

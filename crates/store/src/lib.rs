@@ -6,7 +6,8 @@
 //! Layout:
 //! - [`event_store`]: [`EventStore`] — `read`, `read_since`, `read_entry`, `append` (entries, outbox
 //!   rows and the load's summary in one transaction at an expected version), `append_batch`, `llm_cost`,
-//!   `load_ids`.
+//!   `load_ids`, and for the archive `read_stored` (rows as stored, [`StoredEntry`]) and
+//!   `load_ids_started_between` (the loads of a month).
 //! - [`outbox`]: [`Outbox`] — claims with tokens and leases, per-load order per destination,
 //!   marks, monitoring queries, `rows_for_load`.
 //! - [`timers`]: [`TimerStore`] — idempotent `schedule` / `cancel` / `mark_fired`, `due`.
@@ -47,7 +48,7 @@ pub use attention::{AttentionPage, AttentionQuery, AttentionReason, AttentionRow
 pub use codec::MAX_ROWS_PER_APPEND;
 pub use dead_letters::{DeadLetterStore, KeptDeadLetter};
 pub use error::{AppendError, ClaimError, StaleClaimError, StoreError};
-pub use event_store::{AppendRequest, EventStore};
+pub use event_store::{AppendRequest, EventStore, StoredEntry};
 pub use lock::{LoadLease, LoadLock, NoopLoadLock};
 pub use open::{StoreOptions, Stores, migrate, open_store, open_store_with};
 pub use outbox::{

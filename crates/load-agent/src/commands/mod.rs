@@ -1,5 +1,6 @@
 //! One module per subcommand; each returns the process exit code.
 
+pub mod archive;
 #[cfg(feature = "kafka")]
 pub mod dlq;
 pub mod eval;

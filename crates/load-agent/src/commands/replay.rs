@@ -17,8 +17,13 @@ use crate::commands::store_cmds::{inspect_text, runtime};
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// A topic dump (JSON lines, topics.md).
+    /// A topic dump (JSON lines, topics.md); with --archive, the id of the load to re-project.
+    #[arg(value_name = "DUMP|LOAD_ID")]
     pub dump: PathBuf,
+    /// Re-project the load LOAD_ID from this archive (a directory or file:// URL holding a
+    /// manifest.json) and print its state as JSON, instead of replaying a dump.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["record", "golden", "database_url"])]
+    pub archive: Option<String>,
     /// Write the decisions as JSON lines to this file.
     #[arg(long, conflicts_with = "golden")]
     pub record: Option<PathBuf>,
@@ -35,6 +40,9 @@ pub fn run_replay(args: ReplayArgs) -> u8 {
         Ok(rt) => rt,
         Err(c) => return c,
     };
+    if let Some(archive) = &args.archive {
+        return rt.block_on(crate::commands::archive::replay(archive, &args.dump.to_string_lossy()));
+    }
     let mut stdout = std::io::stdout();
     let result = rt.block_on(replay(
         &args.dump,

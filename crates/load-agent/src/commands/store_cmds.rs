@@ -1,4 +1,4 @@
-//! Commands over the store: `migrate`, `cost LOAD_ID`, `inspect LOAD_ID`.
+//! Commands over the store: `migrate`, `cost LOAD_ID`, `inspect LOAD_ID` (also `--archive PATH`).
 
 use clap::Args;
 use load_agent_store::{StoreOptions, Stores, migrate, open_store_with};
@@ -120,6 +120,10 @@ pub fn run_cost(settings: &Settings, args: CostArgs) -> u8 {
 #[derive(Debug, Args)]
 pub struct InspectArgs {
     pub load_id: String,
+    /// Read the load from this archive (a directory or file:// URL holding a manifest.json)
+    /// instead of the database; prints what inspect prints of the live log (docs/archive.md).
+    #[arg(long, value_name = "PATH")]
+    pub archive: Option<String>,
     /// Show the state and timeline as of this log version.
     #[arg(long)]
     pub at: Option<u64>,
@@ -127,12 +131,15 @@ pub struct InspectArgs {
     pub json: bool,
 }
 
-/// `load-agent inspect LOAD_ID [--at VERSION] [--json]`.
+/// `load-agent inspect [--archive PATH] LOAD_ID [--at VERSION] [--json]`.
 pub fn run_inspect(settings: &Settings, args: InspectArgs) -> u8 {
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(c) => return c,
     };
+    if let Some(archive) = &args.archive {
+        return rt.block_on(crate::commands::archive::inspect(archive, &args.load_id, args.at, args.json));
+    }
     rt.block_on(async {
         let stores = match open(settings).await {
             Ok(s) => s,
@@ -171,14 +178,26 @@ pub async fn inspect_text(
         return Ok(None);
     }
     let rows = stores.outbox.rows_for_load(load_id).await?;
-    let view = timeline::view(load_id, &entries, at, &rows);
-    Ok(Some(if json {
+    Ok(Some(log_text(load_id, &entries, &rows, at, json)))
+}
+
+/// The timeline (or its JSON) of a load's log and its outbox rows: what `inspect` prints, from
+/// the live log or from an archive (which holds no outbox rows).
+pub fn log_text(
+    load_id: &str,
+    entries: &[load_agent_domain::LogEntry],
+    rows: &[load_agent_store::OutboxRowView],
+    at: Option<u64>,
+    json: bool,
+) -> String {
+    let view = timeline::view(load_id, entries, at, rows);
+    if json {
         let mut s = serde_json::to_string_pretty(&view).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
         s.push('\n');
         s
     } else {
         timeline::render(&view)
-    }))
+    }
 }
 
 /// `load-agent console ...`.

@@ -9,10 +9,11 @@ use sqlx::{Executor, Postgres, Row};
 
 use super::{PgStore, unique_violation};
 use crate::codec::{
-    EncodedAppend, copy_refusal, decode_entry, decode_log_stream, encode_append, limit_i64, to_u64,
+    EncodedAppend, copy_refusal, decode_entry, decode_log_stream, encode_append, limit_i64, stored_rows,
+    to_u64,
 };
 use crate::error::{AppendError, StoreError};
-use crate::event_store::{AppendRequest, EventStore};
+use crate::event_store::{AppendRequest, EventStore, StoredEntry};
 use crate::outbox::NewOutboxRow;
 
 /// One append as one statement: the version check and the duplicate checks decide whether the
@@ -480,6 +481,38 @@ impl EventStore for PgStore {
                 .bind(limit_i64(limit))
                 .fetch_all(&self.pool)
                 .await?;
+        Ok(ids)
+    }
+
+    async fn read_stored(&self, load_id: &str) -> Result<Vec<StoredEntry>, StoreError> {
+        let rows = sqlx::query_as::<_, (i64, String, String, DateTime<Utc>, f64, i32, Vec<u8>)>(
+            "SELECT seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body FROM log_entries \
+             WHERE load_id = $1 ORDER BY seq",
+        )
+        .bind(load_id)
+        .fetch_all(&self.pool)
+        .await?;
+        stored_rows(
+            load_id,
+            rows.into_iter().map(|(q, i, k, t, c, s, b)| (q, i, k, t, c, i64::from(s), b)).collect(),
+        )
+    }
+
+    async fn load_ids_started_between(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT load_id FROM log_entries WHERE seq = 1 AND recorded_at >= $1 AND recorded_at < $2 \
+             ORDER BY load_id LIMIT $3",
+        )
+        .bind(from)
+        .bind(until)
+        .bind(limit_i64(limit))
+        .fetch_all(&self.pool)
+        .await?;
         Ok(ids)
     }
 }

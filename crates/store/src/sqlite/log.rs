@@ -1,6 +1,7 @@
 //! `EventStore` on SQLite: appends run in the writer's transaction, reads on the reader pool.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use load_agent_domain::{LoadSummary, LogEntry};
 use sqlx::Row;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
@@ -8,11 +9,11 @@ use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use super::SqliteStore;
 use super::writer::WriteCmd;
 use crate::codec::{
-    EncodedAppend, EncodedSummary, decode_entry, decode_log_stream, encode_append, limit_i64, sqlite_time,
-    to_u64,
+    EncodedAppend, EncodedSummary, StoredRow, decode_entry, decode_log_stream, encode_append, limit_i64,
+    parse_sqlite_time, sqlite_time, stored_rows, to_u64,
 };
 use crate::error::{AppendError, StoreError};
-use crate::event_store::{AppendRequest, EventStore};
+use crate::event_store::{AppendRequest, EventStore, StoredEntry};
 use crate::outbox::NewOutboxRow;
 
 const VERSION: &str = "SELECT coalesce(max(seq), 0) FROM log_entries WHERE load_id = ?1";
@@ -352,6 +353,42 @@ impl EventStore for SqliteStore {
                 .bind(limit_i64(limit))
                 .fetch_all(&self.readers)
                 .await?;
+        Ok(ids)
+    }
+
+    async fn read_stored(&self, load_id: &str) -> Result<Vec<StoredEntry>, StoreError> {
+        let rows = sqlx::query_as::<_, StoredRow<String>>(
+            "SELECT seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body FROM log_entries \
+             WHERE load_id = ?1 ORDER BY seq",
+        )
+        .bind(load_id)
+        .fetch_all(&self.readers)
+        .await?;
+        let rows = rows
+            .into_iter()
+            .map(|(q, i, k, t, c, s, b)| {
+                let what = format!("log entry {load_id}#{q} recorded_at");
+                Ok((q, i, k, parse_sqlite_time(&what, &t)?, c, s, b))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        stored_rows(load_id, rows)
+    }
+
+    async fn load_ids_started_between(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT load_id FROM log_entries WHERE seq = 1 AND recorded_at >= ?1 AND recorded_at < ?2 \
+             ORDER BY load_id LIMIT ?3",
+        )
+        .bind(sqlite_time(from))
+        .bind(sqlite_time(until))
+        .bind(limit_i64(limit))
+        .fetch_all(&self.readers)
+        .await?;
         Ok(ids)
     }
 }

@@ -463,3 +463,41 @@ pub async fn long_logs_read_back_whole_and_in_order<H: StoreHarness>(h: &H) {
         assert_eq!((suffix.as_slice(), v), (&all[since as usize..], 700), "read_since({since})");
     }
 }
+
+pub async fn stored_rows_and_loads_of_a_month_are_read_as_written<H: StoreHarness>(h: &H) {
+    let events = &h.stores().events;
+    // L1 starts at t(0); L2 starts an hour later; L3 a day later.
+    events
+        .append("L1", &[sms("L1", "e1", t(0)), decision("L1", "e1", t(1), 0.25)], 0, &[])
+        .await
+        .expect("append");
+    events.append("L1", &[sms("L1", "e2", t(90_000))], 2, &[]).await.expect("append");
+    events.append("L2", &[sms("L2", "e1", t(3_600))], 0, &[]).await.expect("append");
+    events.append("L3", &[sms("L3", "e1", t(86_400))], 0, &[]).await.expect("append");
+
+    let stored = events.read_stored("L1").await.expect("read stored");
+    let plain = h.plain_columns("L1").await;
+    assert_eq!(stored.len(), 3);
+    for (s, p) in stored.iter().zip(&plain) {
+        assert_eq!(
+            (i64::try_from(s.seq).expect("seq"), &s.entry_id, &s.kind, s.recorded_at, s.llm_cost_usd),
+            (p.seq, &p.entry_id, &p.kind, p.recorded_at, p.llm_cost_usd)
+        );
+        assert_eq!((i64::from(s.schema_id), &s.body), (p.schema_id, &p.body), "the bytes as stored");
+    }
+    let (entries, _) = events.read("L1").await.expect("read");
+    for (s, e) in stored.iter().zip(&entries) {
+        let decoded =
+            load_agent_avro::log_entry::decode_log_entry(load_agent_avro::SchemaId(s.schema_id), &s.body)
+                .expect("decode");
+        assert_eq!(&decoded, e);
+    }
+    assert!(events.read_stored("none").await.expect("read stored").is_empty());
+
+    let ids = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    // The first entry decides; L1's later entry (a day on) does not put it in the next day.
+    assert_eq!(events.load_ids_started_between(t(0), t(86_400), 10).await.expect("ids"), ids(&["L1", "L2"]));
+    assert_eq!(events.load_ids_started_between(t(1), t(86_400), 10).await.expect("ids"), ids(&["L2"]));
+    assert_eq!(events.load_ids_started_between(t(0), t(86_401), 1).await.expect("ids"), ids(&["L1"]));
+    assert_eq!(events.load_ids_started_between(t(86_400), t(200_000), 10).await.expect("ids"), ids(&["L3"]));
+}

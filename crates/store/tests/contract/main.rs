@@ -58,6 +58,7 @@ contract!(
     log::append_batch_of_different_loads_checks_each_load,
     log::cost_and_load_listing_are_sql,
     log::long_logs_read_back_whole_and_in_order,
+    log::stored_rows_and_loads_of_a_month_are_read_as_written,
     outbox::claims_hand_out_due_rows_once,
     outbox::two_relays_never_hold_the_same_row,
     outbox::an_expired_lease_hands_the_row_over,

@@ -265,6 +265,19 @@ impl EventStore for ProbedEvents {
     async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError> {
         self.inner.load_ids(limit).await
     }
+
+    async fn read_stored(&self, load_id: &str) -> Result<Vec<load_agent_store::StoredEntry>, StoreError> {
+        self.inner.read_stored(load_id).await
+    }
+
+    async fn load_ids_started_between(
+        &self,
+        from: chrono::DateTime<chrono::Utc>,
+        until: chrono::DateTime<chrono::Utc>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        self.inner.load_ids_started_between(from, until, limit).await
+    }
 }
 
 struct ProbedOutbox {
