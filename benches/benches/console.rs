@@ -129,10 +129,11 @@ FROM (
 /// Per load: attempt 1 of an ask scheduled (in the future; overdue for 0.5 % of loads, late by
 /// 30 s, under `overdue_after`, for 0.5 %), two fired, and a cancelled one for 10 %.
 const TIMERS: &str = r#"
-INSERT INTO timers (timer_id, load_id, ask_id, attempt, fire_at, status, fired_at, cancelled_at)
+INSERT INTO timers (timer_id, load_id, ask_id, attempt, fire_at, status, fired_at, cancelled_at, load_month)
 SELECT 'tmr_' || l || '_' || k, l, 'ask_' || l || '_' || k, 1, fire_at, st,
        CASE WHEN st = 'fired' THEN fire_at + interval '1 second' END,
-       CASE WHEN st = 'cancelled' THEN $1 - interval '10 minutes' END
+       CASE WHEN st = 'cancelled' THEN $1 - interval '10 minutes' END,
+       date_trunc('month', $1 AT TIME ZONE 'UTC')::date
 FROM (
     SELECT i, k, 'load-' || lpad(i::text, 6, '0') AS l,
            CASE k WHEN 1 THEN 'scheduled' WHEN 4 THEN 'cancelled' ELSE 'fired' END AS st,

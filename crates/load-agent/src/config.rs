@@ -535,6 +535,32 @@ pub struct Settings {
     pub log: LogSettings,
     pub shutdown: ShutdownSettings,
     pub console: ConsoleSettings,
+    pub lifecycle: LifecycleSettings,
+}
+
+/// Partitions made ahead of time (Postgres; docs/operations.md, "Partitions and retention").
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LifecycleSettings {
+    /// Monthly partitions of the log and the timers made this many months ahead.
+    pub months_ahead: u32,
+    /// Daily partitions of the outbox made this many days ahead.
+    pub days_ahead: u32,
+    /// How often the service makes the partitions ahead (also once at start).
+    pub check_secs: u32,
+}
+
+impl Default for LifecycleSettings {
+    fn default() -> Self {
+        let plan = load_agent_store::PartitionPlan::default();
+        LifecycleSettings { months_ahead: plan.months_ahead, days_ahead: plan.days_ahead, check_secs: 3600 }
+    }
+}
+
+impl LifecycleSettings {
+    pub fn plan(&self) -> load_agent_store::PartitionPlan {
+        load_agent_store::PartitionPlan { months_ahead: self.months_ahead, days_ahead: self.days_ahead }
+    }
 }
 
 /// The operations console (`/`, docs/console.md).
@@ -596,8 +622,19 @@ pub const KAFKA_SASL_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SH
 pub const SECRET_SETTINGS: &[&str] =
     &["database.url", "kafka.sasl_password", "llm.openai_api_key", "http.token"];
 
-const SECTIONS: &[&str] =
-    &["database", "kafka", "http", "llm", "relay", "timers", "worker", "log", "shutdown", "console"];
+const SECTIONS: &[&str] = &[
+    "database",
+    "kafka",
+    "http",
+    "llm",
+    "relay",
+    "timers",
+    "worker",
+    "log",
+    "shutdown",
+    "console",
+    "lifecycle",
+];
 
 impl Settings {
     /// Defaults, then `file` (if any), then `LOAD_AGENT_*` from `env`.
@@ -707,6 +744,15 @@ impl Settings {
         }
         if self.console.window_hours == 0 || self.console.window_hours > 24 * 3660 {
             return Err(bad("console.window_hours", "must be between 1 and 87840 (ten years)"));
+        }
+        if !(1..=24).contains(&self.lifecycle.months_ahead) {
+            return Err(bad("lifecycle.months_ahead", "must be between 1 and 24"));
+        }
+        if !(1..=90).contains(&self.lifecycle.days_ahead) {
+            return Err(bad("lifecycle.days_ahead", "must be between 1 and 90"));
+        }
+        if !(60..=86_400).contains(&self.lifecycle.check_secs) {
+            return Err(bad("lifecycle.check_secs", "must be between 60 and 86400"));
         }
         if self.console.page_size == 0 || self.console.page_size > 1000 {
             return Err(bad("console.page_size", "must be between 1 and 1000"));
@@ -867,6 +913,11 @@ mod tests {
         let e =
             Settings::load(None, &env(&[("LOAD_AGENT_CONSOLE_PAGE_SIZE", "0")])).expect_err("page size 0");
         assert_eq!(e.setting, "console.page_size");
+        let s = Settings::load(None, &env(&[("LOAD_AGENT_LIFECYCLE_DAYS_AHEAD", "14")])).expect("lifecycle");
+        assert_eq!(s.lifecycle.plan().days_ahead, 14);
+        let e =
+            Settings::load(None, &env(&[("LOAD_AGENT_LIFECYCLE_MONTHS_AHEAD", "0")])).expect_err("0 months");
+        assert_eq!(e.setting, "lifecycle.months_ahead");
         // Every section of the file is a section of the environment.
         let sections: Vec<String> = match toml::Value::try_from(Settings::default()) {
             Ok(toml::Value::Table(t)) => t.keys().cloned().collect(),

@@ -78,6 +78,10 @@ enum Command {
     /// to a directory as Avro files with a manifest, `verify` an archive against the database.
     #[command(subcommand)]
     Archive(commands::archive::ArchiveCommand),
+    /// Postgres partitions of the log, the outbox and the timers (docs/operations.md): `ensure`
+    /// makes the ones ahead (the service does it too), `list` shows them.
+    #[command(subcommand)]
+    Partitions(commands::partitions::PartitionsCommand),
     /// The operations console (served by `serve` and the worker at `/`): `rebuild` writes its
     /// load summaries from the logs.
     #[command(subcommand)]
@@ -139,6 +143,7 @@ fn main() -> ExitCode {
             with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_console(s, c))
         }
         Command::Archive(c) => with_settings(cli.config.as_deref(), |s| commands::archive::run(s, c)),
+        Command::Partitions(c) => with_settings(cli.config.as_deref(), |s| commands::partitions::run(s, c)),
         Command::Cost(a) => with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_cost(s, a)),
         Command::Inspect(a) => {
             with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_inspect(s, a))

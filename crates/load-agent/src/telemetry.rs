@@ -54,6 +54,7 @@ pub const METRICS: &[(&str, &str)] = &[
     ("load_agent_relay_sends_total", "Relay sends, by destination and result."),
     ("load_agent_duplicate_action_keys_total", "Decisions that reused a committed action key."),
     ("load_agent_ops_alerts_total", "Ops alerts (Hero-channel and internal action failures)."),
+    ("load_agent_partition_failures_total", "Runs that could not make the partitions ahead (Postgres)."),
 ];
 
 /// Samples the store-backed gauges every `every`.
@@ -73,6 +74,35 @@ pub async fn sample_store_gauges(
         }
         if let Ok(lag) = stores.timers.oldest_due_lag(now).await {
             metrics::gauge!("load_agent_timer_lag_seconds").set(lag.map_or(0.0, |d| d.as_secs_f64()));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.recv() => return,
+        }
+    }
+}
+
+/// Makes the store's partitions ahead (`lifecycle.*`, docs/operations.md) now and every `every`:
+/// a failure is logged and counted (`load_agent_partition_failures_total`) and tried again at the
+/// next run; with the default plan a week of failures still leaves no row without its partition
+/// (and a row without one waits in the default partition, never refused). No-op on SQLite.
+pub async fn keep_partitions(
+    stores: Stores,
+    plan: load_agent_store::PartitionPlan,
+    every: Duration,
+    mut shutdown: load_agent_runtime::Shutdown,
+) {
+    if !stores.lifecycle.partitioned() {
+        return;
+    }
+    loop {
+        match stores.lifecycle.ensure_partitions(Utc::now(), &plan).await {
+            Ok(made) if made.is_empty() => tracing::debug!("partitions ahead: all present"),
+            Ok(made) => tracing::info!(partitions = ?made, "made partitions ahead"),
+            Err(e) => {
+                metrics::counter!("load_agent_partition_failures_total").increment(1);
+                tracing::warn!(error = %e, "making partitions ahead failed; trying again at the next run");
+            }
         }
         tokio::select! {
             _ = tokio::time::sleep(every) => {}

@@ -601,9 +601,11 @@ impl Relay {
                 };
                 self.timers.schedule(&timer).await.map(|()| format!("scheduled {timer_id}"))
             }
-            ActionBody::CancelTimer { timer_id } => {
-                self.timers.cancel(timer_id, now).await.map(|()| format!("cancelled {timer_id}"))
-            }
+            ActionBody::CancelTimer { timer_id } => self
+                .timers
+                .cancel(&row.load_id, timer_id, now)
+                .await
+                .map(|()| format!("cancelled {timer_id}")),
             other => {
                 return Sent::Failed(DeliveryError::Permanent(format!(
                     "{} is not a timer action",

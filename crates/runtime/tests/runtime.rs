@@ -910,7 +910,11 @@ async fn a_cancelled_timer_never_fires() {
         fire_at,
     };
     env.stores.timers.schedule(&timer).await.expect("schedule");
-    env.stores.timers.cancel(&timer.timer_id, fire_at - Duration::minutes(1)).await.expect("cancel");
+    env.stores
+        .timers
+        .cancel(&timer.load_id, &timer.timer_id, fire_at - Duration::minutes(1))
+        .await
+        .expect("cancel");
     assert_eq!(env.pump().pump_once(fire_at).await.expect("pump").fired, 0);
 }
 

@@ -13,6 +13,7 @@
 //! - [`timers`]: [`TimerStore`] — idempotent `schedule` / `cancel` / `mark_fired`, `due`.
 //! - [`attention`]: [`LoadIndex`] — the operations console's attention list, from the
 //!   `load_summary` projection written in the append transaction.
+//! - [`lifecycle`]: [`Lifecycle`] — partitions made ahead (Postgres; SQLite is unpartitioned).
 //! - [`lock`]: [`LoadLock`] — the optional per-load lease.
 //! - [`dead_letters`]: [`DeadLetterStore`] — bodies of dead letters the DLQ topic cannot hold
 //!   as they are, kept by source record.
@@ -35,6 +36,7 @@ pub mod attention;
 pub mod dead_letters;
 pub mod error;
 pub mod event_store;
+pub mod lifecycle;
 pub mod lock;
 pub mod open;
 pub mod outbox;
@@ -49,6 +51,7 @@ pub use codec::MAX_ROWS_PER_APPEND;
 pub use dead_letters::{DeadLetterStore, KeptDeadLetter};
 pub use error::{AppendError, ClaimError, StaleClaimError, StoreError};
 pub use event_store::{AppendRequest, EventStore, StoredEntry};
+pub use lifecycle::{Lifecycle, PartitionInfo, PartitionPlan, PartitionSpan};
 pub use lock::{LoadLease, LoadLock, NoopLoadLock};
 pub use open::{StoreOptions, Stores, migrate, open_store, open_store_with};
 pub use outbox::{

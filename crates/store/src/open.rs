@@ -10,6 +10,7 @@ use crate::attention::LoadIndex;
 use crate::dead_letters::DeadLetterStore;
 use crate::error::StoreError;
 use crate::event_store::EventStore;
+use crate::lifecycle::Lifecycle;
 use crate::lock::LoadLock;
 use crate::outbox::{DEFAULT_LEASE, Outbox};
 use crate::postgres::PgStore;
@@ -61,6 +62,8 @@ pub struct Stores {
     pub lock: Arc<dyn LoadLock>,
     /// The console's attention list over the `load_summary` projection.
     pub index: Arc<dyn LoadIndex>,
+    /// Partitions (Postgres) and retention.
+    pub lifecycle: Arc<dyn Lifecycle>,
 }
 
 impl std::fmt::Debug for Stores {

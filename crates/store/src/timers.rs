@@ -63,9 +63,11 @@ pub trait TimerStore: Send + Sync {
     /// timer cancelled before it was scheduled stays cancelled.
     async fn schedule(&self, timer: &TimerRow) -> Result<(), StoreError>;
 
-    /// Cancels a timer that has not fired. Idempotent; cancelling an unknown id records a
-    /// cancelled tombstone so that a later schedule of that id stays cancelled.
-    async fn cancel(&self, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
+    /// Cancels a timer of `load_id` that has not fired. Idempotent; cancelling an unknown id
+    /// records a cancelled tombstone so that a later schedule of that id stays cancelled.
+    /// `load_id` is the load the timer belongs to (Postgres keeps a load's timers in its
+    /// month's partition, where the schedule of the same id looks).
+    async fn cancel(&self, load_id: &str, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
 
     /// Records that the pump published these timers, in one statement. Idempotent; a fired,
     /// cancelled or unknown timer is left as it is.

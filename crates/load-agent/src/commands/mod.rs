@@ -5,6 +5,7 @@ pub mod archive;
 pub mod dlq;
 pub mod eval;
 pub mod loadtest;
+pub mod partitions;
 pub mod production;
 pub mod replay;
 pub mod serve;

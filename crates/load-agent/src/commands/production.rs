@@ -236,6 +236,12 @@ mod imp {
             Duration::from_secs(10),
             shutdown.clone(),
         ));
+        tasks.spawn(telemetry::keep_partitions(
+            stores.clone(),
+            settings.lifecycle.plan(),
+            Duration::from_secs(u64::from(settings.lifecycle.check_secs)),
+            shutdown.clone(),
+        ));
         let ready = Arc::new(AtomicBool::new(true));
         let token = Some(settings.http.token.expose().to_string()).filter(|t| !t.is_empty());
         let state = HttpState {

@@ -161,6 +161,12 @@ async fn serve_embedded(settings: &Settings) -> u8 {
     let (trigger, shutdown) = shutdown_channel();
     let mut tasks = rt.spawn_loops(settings.worker.concurrency, Arc::new(LogDeadLetters), shutdown.clone());
     tasks.spawn(telemetry::sample_store_gauges(stores.clone(), Duration::from_secs(10), shutdown.clone()));
+    tasks.spawn(telemetry::keep_partitions(
+        stores.clone(),
+        settings.lifecycle.plan(),
+        Duration::from_secs(u64::from(settings.lifecycle.check_secs)),
+        shutdown.clone(),
+    ));
 
     let publish_rt = rt.clone();
     let publish: Publish = Arc::new(move |event| {

@@ -20,13 +20,24 @@ use crate::outbox::NewOutboxRow;
 /// two inserts write anything; the statement returns what it saw. Mirrors the pglimit shape
 /// (read max seq, insert the log rows under PK (load_id, seq) and unique (load_id, entry_id),
 /// insert the outbox rows) in a single round trip.
+///
+/// The log is partitioned by the load's month (migrations 0004): the month comes from the
+/// directory `load_months` (an init plan, so only that partition is scanned), and a load's first
+/// append writes its directory row (the month of its first entry). Two first appends of one load
+/// collide on `load_months_pkey` even when their entries fall in different months.
 const APPEND: &str = r#"
-WITH cur AS (
-    SELECT coalesce(max(seq), 0)::int8 AS v FROM log_entries WHERE load_id = $1
+WITH dir AS (
+    SELECT (SELECT load_month FROM load_months WHERE load_id = $1) AS m
+), cur AS (
+    SELECT coalesce(max(seq), 0)::int8 AS v FROM log_entries
+    WHERE load_id = $1 AND load_month = (SELECT load_month FROM load_months WHERE load_id = $1)
 ), dup_entry AS (
     SELECT (SELECT e.id FROM UNNEST($3::text[]) WITH ORDINALITY AS e(id, n)
-            WHERE EXISTS (SELECT 1 FROM log_entries l WHERE l.load_id = $1 AND l.entry_id = e.id)
+            WHERE EXISTS (SELECT 1 FROM log_entries l WHERE l.load_id = $1 AND l.entry_id = e.id
+                          AND l.load_month = (SELECT load_month FROM load_months WHERE load_id = $1))
             ORDER BY e.n LIMIT 1) AS id
+), month AS (
+    SELECT coalesce(dir.m, date_trunc('month', ($5::timestamptz[])[1] AT TIME ZONE 'UTC')::date) AS m FROM dir
 ), dup_key AS (
     SELECT (SELECT k.id FROM UNNEST($9::text[]) WITH ORDINALITY AS k(id, n)
             WHERE EXISTS (SELECT 1 FROM outbox o WHERE o.id = k.id)
@@ -34,10 +45,13 @@ WITH cur AS (
 ), ok AS (
     SELECT cur.v FROM cur, dup_entry, dup_key
     WHERE cur.v = $2 AND dup_entry.id IS NULL AND dup_key.id IS NULL
+), dir_row AS (
+    INSERT INTO load_months (load_id, load_month)
+    SELECT $1, month.m FROM ok, month, dir WHERE dir.m IS NULL
 ), log_rows AS (
-    INSERT INTO log_entries (load_id, seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body)
-    SELECT $1, ok.v + e.n, e.entry_id, e.kind, e.recorded_at, e.cost, e.schema_id, e.body
-    FROM ok, UNNEST($3::text[], $4::text[], $5::timestamptz[], $6::float8[], $7::int4[], $8::bytea[])
+    INSERT INTO log_entries (load_id, seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body, load_month)
+    SELECT $1, ok.v + e.n, e.entry_id, e.kind, e.recorded_at, e.cost, e.schema_id, e.body, month.m
+    FROM ok, month, UNNEST($3::text[], $4::text[], $5::timestamptz[], $6::float8[], $7::int4[], $8::bytea[])
              WITH ORDINALITY AS e(entry_id, kind, recorded_at, cost, schema_id, body, n)
 ), outbox_rows AS (
     INSERT INTO outbox (id, load_id, load_version, destination, action, created_at)
@@ -76,21 +90,29 @@ WITH req AS (
     SELECT * FROM UNNEST($12::int8[], $13::text[], $14::int8[], $15::text[], $16::text[]) WITH ORDINALITY
         AS o(li, id, load_version, destination, action, n)
 ), cur AS (
-    SELECT req.i, req.load_id, req.expected, req.created_at,
-           (SELECT coalesce(max(seq), 0)::int8 FROM log_entries l WHERE l.load_id = req.load_id) AS v,
+    SELECT req.i, req.load_id, req.expected, req.created_at, d.load_month AS dir_month,
+           coalesce(d.load_month,
+                    (SELECT date_trunc('month', e.recorded_at AT TIME ZONE 'UTC')::date FROM ent e
+                     WHERE e.li = req.i ORDER BY e.n LIMIT 1)) AS month,
+           (SELECT coalesce(max(seq), 0)::int8 FROM log_entries l
+            WHERE l.load_id = req.load_id AND l.load_month = d.load_month) AS v,
            (SELECT e.entry_id FROM ent e
             WHERE e.li = req.i
-              AND EXISTS (SELECT 1 FROM log_entries l WHERE l.load_id = req.load_id AND l.entry_id = e.entry_id)
+              AND EXISTS (SELECT 1 FROM log_entries l WHERE l.load_id = req.load_id AND l.entry_id = e.entry_id
+                          AND l.load_month = d.load_month)
             ORDER BY e.n LIMIT 1) AS dup_entry,
            (SELECT o.id FROM obx o
             WHERE o.li = req.i AND EXISTS (SELECT 1 FROM outbox x WHERE x.id = o.id)
             ORDER BY o.n LIMIT 1) AS dup_key
-    FROM req
+    FROM req LEFT JOIN load_months d ON d.load_id = req.load_id
 ), ok AS (
     SELECT * FROM cur WHERE v = expected AND dup_entry IS NULL AND dup_key IS NULL
+), dir_rows AS (
+    INSERT INTO load_months (load_id, load_month)
+    SELECT ok.load_id, ok.month FROM ok WHERE ok.dir_month IS NULL AND ok.month IS NOT NULL  -- no entries: no log yet
 ), log_rows AS (
-    INSERT INTO log_entries (load_id, seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body)
-    SELECT ok.load_id, ok.v + e.n, e.entry_id, e.kind, e.recorded_at, e.cost, e.schema_id, e.body
+    INSERT INTO log_entries (load_id, seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body, load_month)
+    SELECT ok.load_id, ok.v + e.n, e.entry_id, e.kind, e.recorded_at, e.cost, e.schema_id, e.body, ok.month
     FROM ok JOIN ent e ON e.li = ok.i
 ), outbox_rows AS (
     INSERT INTO outbox (id, load_id, load_version, destination, action, created_at)
@@ -116,7 +138,19 @@ WITH req AS (
 SELECT i, v, dup_entry, dup_key FROM cur ORDER BY i
 "#;
 
-const VERSION: &str = "SELECT coalesce(max(seq), 0)::int8 FROM log_entries WHERE load_id = $1";
+/// Every read of one load filters on its partition, `load_month = (SELECT load_month FROM
+/// load_months WHERE load_id = $1)` (its month in the directory; `NULL`, so no partition, for an
+/// unknown load): Postgres prunes the other partitions when it runs the statement.
+const VERSION: &str = "SELECT coalesce(max(seq), 0)::int8 FROM log_entries \
+    WHERE load_id = $1 AND load_month = (SELECT load_month FROM load_months WHERE load_id = $1)";
+const READ_SINCE: &str = "SELECT seq, schema_id, body FROM log_entries WHERE load_id = $1 AND seq > $2 \
+    AND load_month = (SELECT load_month FROM load_months WHERE load_id = $1) ORDER BY seq";
+const READ_ENTRY: &str = "SELECT seq, schema_id, body FROM log_entries WHERE load_id = $1 AND entry_id = $2 \
+    AND load_month = (SELECT load_month FROM load_months WHERE load_id = $1)";
+const READ_STORED: &str = "SELECT seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body FROM log_entries \
+    WHERE load_id = $1 AND load_month = (SELECT load_month FROM load_months WHERE load_id = $1) ORDER BY seq";
+const LLM_COST: &str = "SELECT coalesce(sum(llm_cost_usd), 0)::float8 FROM log_entries \
+    WHERE load_id = $1 AND load_month = (SELECT load_month FROM load_months WHERE load_id = $1)";
 
 /// What one load's checks found: its outcome.
 fn outcome(
@@ -256,22 +290,49 @@ where
     Ok(outcome(req, version, row.try_get(1)?, row.try_get(2)?))
 }
 
+/// Which unique index an append collided with. On a partitioned table the error names the
+/// partition's index (`log_entries_p2026_12_load_id_entry_id_load_month_key`,
+/// `outbox_p2026_12_03_pkey`), so the parent's name is matched by prefix and columns.
+#[derive(Debug, PartialEq, Eq)]
+enum UniqueHit {
+    /// `(load_id, entry_id)`: the event is in the log already.
+    EntryId,
+    /// `outbox (id, ...)`: an idempotency key is taken.
+    ActionKey,
+    /// `(load_id, seq)` or `load_months_pkey`: another append won the version.
+    Version,
+}
+
+impl UniqueHit {
+    fn of(constraint: &str) -> Self {
+        if constraint.starts_with("log_entries") && constraint.contains("entry_id") {
+            UniqueHit::EntryId
+        } else if constraint.starts_with("outbox") {
+            UniqueHit::ActionKey
+        } else {
+            UniqueHit::Version
+        }
+    }
+}
+
 /// Maps a unique violation that survived the re-runs by constraint name.
 async fn map_unique_violation<'c, E>(executor: E, req: &EncodedAppend, constraint: &str) -> AppendError
 where
     E: Executor<'c, Database = Postgres>,
 {
-    match constraint {
-        "log_entries_entry_id_key" => AppendError::DuplicateEntry {
+    match UniqueHit::of(constraint) {
+        UniqueHit::EntryId => AppendError::DuplicateEntry {
             entry_id: req.entries.first().map(|e| e.entry_id.clone()).unwrap_or_default(),
         },
-        "outbox_pkey" => AppendError::DuplicateActionKey {
+        UniqueHit::ActionKey => AppendError::DuplicateActionKey {
             key: req.outbox.first().map(|o| o.id.clone()).unwrap_or_default(),
         },
-        _ => match sqlx::query_scalar::<_, i64>(VERSION).bind(&req.load_id).fetch_one(executor).await {
-            Ok(v) => AppendError::Conflict { expected: to_u64(req.expected_version), actual: to_u64(v) },
-            Err(e) => AppendError::Store(e.into()),
-        },
+        UniqueHit::Version => {
+            match sqlx::query_scalar::<_, i64>(VERSION).bind(&req.load_id).fetch_one(executor).await {
+                Ok(v) => AppendError::Conflict { expected: to_u64(req.expected_version), actual: to_u64(v) },
+                Err(e) => AppendError::Store(e.into()),
+            }
+        }
     }
 }
 
@@ -400,13 +461,11 @@ impl EventStore for PgStore {
     async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
         let after = i64::try_from(version)
             .map_err(|_| StoreError::InvalidRequest(format!("version {version} exceeds i64")))?;
-        let rows = sqlx::query_as::<_, (i64, i32, Vec<u8>)>(
-            "SELECT seq, schema_id, body FROM log_entries WHERE load_id = $1 AND seq > $2 ORDER BY seq",
-        )
-        .bind(load_id)
-        .bind(after)
-        .fetch(&self.pool)
-        .map_ok(|(seq, schema_id, body)| (seq, i64::from(schema_id), body));
+        let rows = sqlx::query_as::<_, (i64, i32, Vec<u8>)>(READ_SINCE)
+            .bind(load_id)
+            .bind(after)
+            .fetch(&self.pool)
+            .map_ok(|(seq, schema_id, body)| (seq, i64::from(schema_id), body));
         let (entries, v) = decode_log_stream(load_id, version, rows).await?;
         if entries.is_empty() && version > 0 {
             // Nothing new; report the log's actual version (it may be behind a caller's cache).
@@ -417,13 +476,11 @@ impl EventStore for PgStore {
     }
 
     async fn read_entry(&self, load_id: &str, entry_id: &str) -> Result<Option<LogEntry>, StoreError> {
-        let row = sqlx::query_as::<_, (i64, i32, Vec<u8>)>(
-            "SELECT seq, schema_id, body FROM log_entries WHERE load_id = $1 AND entry_id = $2",
-        )
-        .bind(load_id)
-        .bind(entry_id)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query_as::<_, (i64, i32, Vec<u8>)>(READ_ENTRY)
+            .bind(load_id)
+            .bind(entry_id)
+            .fetch_optional(&self.pool)
+            .await?;
         row.map(|(seq, schema_id, body)| decode_entry(load_id, seq, i64::from(schema_id), &body)).transpose()
     }
 
@@ -465,19 +522,14 @@ impl EventStore for PgStore {
     }
 
     async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
-        let cost: f64 = sqlx::query_scalar(
-            "SELECT coalesce(sum(llm_cost_usd), 0)::float8 FROM log_entries WHERE load_id = $1",
-        )
-        .bind(load_id)
-        .fetch_one(&self.pool)
-        .await?;
+        let cost: f64 = sqlx::query_scalar(LLM_COST).bind(load_id).fetch_one(&self.pool).await?;
         Ok(cost)
     }
 
     async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError> {
-        // Every log starts at seq 1, so its first entry names the load once.
+        // The directory names every load with a log once.
         let ids: Vec<String> =
-            sqlx::query_scalar("SELECT load_id FROM log_entries WHERE seq = 1 ORDER BY load_id LIMIT $1")
+            sqlx::query_scalar("SELECT load_id FROM load_months ORDER BY load_id LIMIT $1")
                 .bind(limit_i64(limit))
                 .fetch_all(&self.pool)
                 .await?;
@@ -485,13 +537,10 @@ impl EventStore for PgStore {
     }
 
     async fn read_stored(&self, load_id: &str) -> Result<Vec<StoredEntry>, StoreError> {
-        let rows = sqlx::query_as::<_, (i64, String, String, DateTime<Utc>, f64, i32, Vec<u8>)>(
-            "SELECT seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body FROM log_entries \
-             WHERE load_id = $1 ORDER BY seq",
-        )
-        .bind(load_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query_as::<_, (i64, String, String, DateTime<Utc>, f64, i32, Vec<u8>)>(READ_STORED)
+            .bind(load_id)
+            .fetch_all(&self.pool)
+            .await?;
         stored_rows(
             load_id,
             rows.into_iter().map(|(q, i, k, t, c, s, b)| (q, i, k, t, c, i64::from(s), b)).collect(),
@@ -505,8 +554,10 @@ impl EventStore for PgStore {
         limit: usize,
     ) -> Result<Vec<String>, StoreError> {
         let ids: Vec<String> = sqlx::query_scalar(
+            // A load's month is its first entry's: only the partitions of [from, until] are read.
             "SELECT load_id FROM log_entries WHERE seq = 1 AND recorded_at >= $1 AND recorded_at < $2 \
-             ORDER BY load_id LIMIT $3",
+             AND load_month >= date_trunc('month', $1 AT TIME ZONE 'UTC')::date \
+             AND load_month <= ($2 AT TIME ZONE 'UTC')::date ORDER BY load_id LIMIT $3",
         )
         .bind(from)
         .bind(until)
@@ -514,5 +565,23 @@ impl EventStore for PgStore {
         .fetch_all(&self.pool)
         .await?;
         Ok(ids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::UniqueHit;
+
+    #[test]
+    fn collisions_are_named_by_the_parents_index_through_any_partition() {
+        for name in ["log_entries_p2026_12_load_id_entry_id_load_month_key", "log_entries_entry_id_key"] {
+            assert_eq!(UniqueHit::of(name), UniqueHit::EntryId, "{name}");
+        }
+        for name in ["outbox_p2026_12_03_pkey", "outbox_default_pkey", "outbox_pkey"] {
+            assert_eq!(UniqueHit::of(name), UniqueHit::ActionKey, "{name}");
+        }
+        for name in ["log_entries_p2026_12_pkey", "log_entries_default_pkey", "load_months_pkey", ""] {
+            assert_eq!(UniqueHit::of(name), UniqueHit::Version, "{name}");
+        }
     }
 }

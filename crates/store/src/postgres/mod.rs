@@ -7,6 +7,7 @@
 
 mod attention;
 mod dead_letters;
+mod lifecycle;
 mod lock;
 mod log;
 mod outbox;
@@ -132,6 +133,7 @@ impl PgStore {
             timers: store.clone(),
             dead_letters: store.clone(),
             lock: store.lock.clone(),
+            lifecycle: store.clone(),
             index: store,
         }
     }

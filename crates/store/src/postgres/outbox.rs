@@ -24,7 +24,7 @@ SET claim_token = gen_random_uuid(),
     lease_until = $2,
     first_attempt_at = coalesce(o.first_attempt_at, $1)
 FROM (
-    SELECT c.id FROM outbox AS c
+    SELECT c.id, c.created_at FROM outbox AS c
     WHERE c.status = 'pending'
       AND (c.retry_at IS NULL OR c.retry_at <= $1)
       AND (c.lease_until IS NULL OR c.lease_until <= $1)
@@ -36,7 +36,7 @@ FROM (
     LIMIT $3
     FOR UPDATE OF c SKIP LOCKED
 ) AS picked
-WHERE o.id = picked.id
+WHERE o.id = picked.id AND o.created_at = picked.created_at
 RETURNING o.id, o.position, o.load_id, o.destination, o.action, o.load_version, o.claim_token,
           o.lease_until, o.attempts, o.first_attempt_at, o.created_at
 "#;

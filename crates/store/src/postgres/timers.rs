@@ -11,37 +11,37 @@ use crate::codec::{age, attempt_i32, decode_timer_status, limit_i64, to_u32};
 use crate::error::StoreError;
 use crate::timers::{TimerRow, TimerStatus, TimerStore, TimerView};
 
+/// A timer's partition is its load's month in the directory, or 1970-01 (the default partition)
+/// for a load without a log. `schedule` and `cancel` of one timer id name the same load, so they
+/// meet in the same partition and `(timer_id, load_month)` stays the idempotency key it was.
+const SCHEDULE: &str = "INSERT INTO timers (timer_id, load_id, ask_id, attempt, fire_at, status, load_month) \
+    VALUES ($1, $2, $3, $4, $5, 'scheduled', \
+            coalesce((SELECT load_month FROM load_months WHERE load_id = $2), DATE '1970-01-01')) \
+    ON CONFLICT (timer_id, load_month) DO UPDATE SET load_id = EXCLUDED.load_id, ask_id = EXCLUDED.ask_id, \
+    attempt = EXCLUDED.attempt, fire_at = EXCLUDED.fire_at WHERE timers.load_id IS NULL";
+const CANCEL: &str = "INSERT INTO timers (timer_id, status, cancelled_at, load_month) \
+    VALUES ($1, 'cancelled', $2, coalesce((SELECT load_month FROM load_months WHERE load_id = $3), DATE '1970-01-01')) \
+    ON CONFLICT (timer_id, load_month) DO UPDATE SET status = 'cancelled', cancelled_at = $2 \
+    WHERE timers.status = 'scheduled'";
+
 #[async_trait]
 impl TimerStore for PgStore {
     async fn schedule(&self, timer: &TimerRow) -> Result<(), StoreError> {
         // A tombstone (cancelled before it was scheduled) gets the timer's details but stays
         // cancelled; a known timer is left as it is.
-        sqlx::query(
-            "INSERT INTO timers (timer_id, load_id, ask_id, attempt, fire_at, status) \
-             VALUES ($1, $2, $3, $4, $5, 'scheduled') \
-             ON CONFLICT (timer_id) DO UPDATE SET load_id = EXCLUDED.load_id, ask_id = EXCLUDED.ask_id, \
-             attempt = EXCLUDED.attempt, fire_at = EXCLUDED.fire_at WHERE timers.load_id IS NULL",
-        )
-        .bind(&timer.timer_id)
-        .bind(&timer.load_id)
-        .bind(&timer.ask_id)
-        .bind(attempt_i32(timer.attempt)?)
-        .bind(timer.fire_at)
-        .execute(&self.pool)
-        .await?;
+        sqlx::query(SCHEDULE)
+            .bind(&timer.timer_id)
+            .bind(&timer.load_id)
+            .bind(&timer.ask_id)
+            .bind(attempt_i32(timer.attempt)?)
+            .bind(timer.fire_at)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
-    async fn cancel(&self, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO timers (timer_id, status, cancelled_at) VALUES ($1, 'cancelled', $2) \
-             ON CONFLICT (timer_id) DO UPDATE SET status = 'cancelled', cancelled_at = $2 \
-             WHERE timers.status = 'scheduled'",
-        )
-        .bind(timer_id)
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
+    async fn cancel(&self, load_id: &str, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+        sqlx::query(CANCEL).bind(timer_id).bind(now).bind(load_id).execute(&self.pool).await?;
         Ok(())
     }
 

@@ -145,6 +145,7 @@ impl SqliteStore {
             timers: store.clone(),
             dead_letters: store.clone(),
             lock: Arc::new(NoopLoadLock),
+            lifecycle: store.clone(),
             index: store,
         }
     }
@@ -167,4 +168,24 @@ pub(crate) async fn migrate(connect: SqliteConnectOptions) -> Result<(), StoreEr
     MIGRATOR.run(&pool).await?;
     pool.close().await;
     Ok(())
+}
+
+/// SQLite is not partitioned: nothing to make, nothing to list.
+#[async_trait::async_trait]
+impl crate::lifecycle::Lifecycle for SqliteStore {
+    fn partitioned(&self) -> bool {
+        false
+    }
+
+    async fn ensure_partitions(
+        &self,
+        _now: chrono::DateTime<chrono::Utc>,
+        _plan: &crate::lifecycle::PartitionPlan,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn partitions(&self) -> Result<Vec<crate::lifecycle::PartitionInfo>, StoreError> {
+        Ok(Vec::new())
+    }
 }

@@ -90,7 +90,7 @@ impl TimerStore for SqliteStore {
         self.write(|reply| WriteCmd::Timer { op, reply }).await?
     }
 
-    async fn cancel(&self, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+    async fn cancel(&self, _load_id: &str, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
         let op = TimerOp::Cancel { timer_id: timer_id.to_owned(), now: sqlite_time(now) };
         self.write(|reply| WriteCmd::Timer { op, reply }).await?
     }

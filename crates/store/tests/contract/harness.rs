@@ -113,6 +113,16 @@ impl PgHarness {
         };
         PgHarness { stores: store.clone().into_stores(), store, url }
     }
+
+    /// The store itself, for Postgres-only checks (its pool, its schema).
+    pub fn pg(&self) -> &PgStore {
+        &self.store
+    }
+
+    /// The server's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
 }
 
 impl StoreHarness for PgHarness {

@@ -11,6 +11,7 @@ mod harness;
 mod lock;
 mod log;
 mod outbox;
+mod partitions;
 mod postgres_only;
 mod timers;
 

@@ -38,11 +38,11 @@ pub async fn schedule_is_idempotent<H: StoreHarness>(h: &H) {
 pub async fn cancel_is_idempotent_and_sticks<H: StoreHarness>(h: &H) {
     let timers = &h.stores().timers;
     timers.schedule(&timer("a", 100)).await.expect("schedule");
-    timers.cancel("a", t(50)).await.expect("cancel");
-    timers.cancel("a", t(60)).await.expect("cancel again");
+    timers.cancel("L1", "a", t(50)).await.expect("cancel");
+    timers.cancel("L1", "a", t(60)).await.expect("cancel again");
     assert!(timers.due(t(1000), 10).await.expect("due").is_empty());
     // Cancelled before it was scheduled (the relay applied the rows out of order): stays cancelled.
-    timers.cancel("b", t(70)).await.expect("cancel unknown");
+    timers.cancel("L1", "b", t(70)).await.expect("cancel unknown");
     timers.schedule(&timer("b", 100)).await.expect("schedule after cancel");
     assert!(timers.due(t(1000), 10).await.expect("due").is_empty(), "cancel-then-schedule stays cancelled");
     let view = timers.timers_for_load("L1").await.expect("timers");
@@ -64,7 +64,7 @@ pub async fn mark_fired_marks_a_batch_in_one_call<H: StoreHarness>(h: &H) {
     for id in ["a", "b", "c", "d"] {
         timers.schedule(&timer(id, 100)).await.expect("schedule");
     }
-    timers.cancel("c", t(100)).await.expect("cancel");
+    timers.cancel("L1", "c", t(100)).await.expect("cancel");
     timers.mark_fired(&ids(&["d"]), t(101)).await.expect("fired d");
     let batch: Vec<String> = ["a", "b", "c", "d", "zz"].iter().map(|s| (*s).to_owned()).collect();
     timers.mark_fired(&batch, t(102)).await.expect("fired the batch");
@@ -89,7 +89,7 @@ pub async fn mark_fired_is_idempotent<H: StoreHarness>(h: &H) {
     assert_eq!(due_ids(&timers.due(t(100), 10).await.expect("due")), ["a"]);
     timers.mark_fired(&ids(&["a"]), t(101)).await.expect("fired");
     timers.mark_fired(&ids(&["a"]), t(102)).await.expect("fired again");
-    timers.cancel("a", t(103)).await.expect("cancel after firing");
+    timers.cancel("L1", "a", t(103)).await.expect("cancel after firing");
     timers.mark_fired(&ids(&["unknown"]), t(103)).await.expect("fired unknown");
     timers.mark_fired(&[], t(103)).await.expect("nothing to mark");
     assert!(timers.due(t(1000), 10).await.expect("due").is_empty());

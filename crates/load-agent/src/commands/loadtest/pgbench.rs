@@ -1,7 +1,9 @@
 //! The raw limit in the same run: pgbench with the transaction shape of one append (read the
 //! load's version, insert one inbound entry and one decision entry, insert two outbox rows,
 //! commit) on copies of the store's own tables (`LIKE ... INCLUDING ALL`, so the same columns,
-//! keys and indexes), in the schema `load_agent_pgbench` of the same database.
+//! keys and indexes, but one plain table each: the ceiling of one flush per commit, without the
+//! partition routing and directory lookup the store adds), in the schema `load_agent_pgbench` of
+//! the same database.
 
 use std::process::Command;
 
@@ -23,9 +25,9 @@ CREATE TABLE load_agent_pgbench.outbox (LIKE public.outbox INCLUDING ALL);
 const APPEND: &str = "\\set load :client_id * 1000000 + random(1, 200000)
 BEGIN;
 SELECT coalesce(max(seq), 0) AS v FROM load_agent_pgbench.log_entries WHERE load_id = :load::text \\gset
-INSERT INTO load_agent_pgbench.log_entries (load_id, seq, entry_id, kind, recorded_at, schema_id, body) VALUES
-  (:load::text, :v + 1, 'e-' || :load || '-' || (:v + 1), 'sms', now(), 1, convert_to(repeat('x', 300), 'UTF8')),
-  (:load::text, :v + 2, 'dec:e-' || :load || '-' || (:v + 1), 'decision', now(), 4, convert_to(repeat('y', 700), 'UTF8'));
+INSERT INTO load_agent_pgbench.log_entries (load_id, seq, entry_id, kind, recorded_at, schema_id, body, load_month) VALUES
+  (:load::text, :v + 1, 'e-' || :load || '-' || (:v + 1), 'sms', now(), 1, convert_to(repeat('x', 300), 'UTF8'), date_trunc('month', now())::date),
+  (:load::text, :v + 2, 'dec:e-' || :load || '-' || (:v + 1), 'decision', now(), 4, convert_to(repeat('y', 700), 'UTF8'), date_trunc('month', now())::date);
 INSERT INTO load_agent_pgbench.outbox (id, load_id, load_version, destination, action, created_at) VALUES
   (:load || '/evt:' || (:v + 1) || '/send_sms', :load::text, :v + 2, 'sms', repeat('z', 300), now()),
   (:load || '/evt:' || (:v + 1) || '/set_timer', :load::text, :v + 2, 'timer', repeat('t', 100), now());

@@ -134,6 +134,7 @@ impl Probe {
             dead_letters: stores.dead_letters.clone(),
             lock: stores.lock.clone(),
             index: stores.index.clone(),
+            lifecycle: stores.lifecycle.clone(),
         }
     }
 
@@ -372,8 +373,8 @@ impl TimerStore for ProbedTimers {
         self.inner.schedule(timer).await
     }
 
-    async fn cancel(&self, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
-        self.inner.cancel(timer_id, now).await
+    async fn cancel(&self, load_id: &str, timer_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+        self.inner.cancel(load_id, timer_id, now).await
     }
 
     async fn mark_fired(&self, timer_ids: &[String], now: DateTime<Utc>) -> Result<(), StoreError> {

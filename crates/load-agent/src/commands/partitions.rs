@@ -1,0 +1,96 @@
+//! `load-agent partitions ensure|list` (docs/operations.md, "Partitions and retention"): make
+//! the Postgres partitions ahead by hand (the service does it at start and every
+//! `lifecycle.check_secs`), and list every partition with its bounds and size.
+//!
+//! Exit codes: 0 done (nothing to do on SQLite, which is not partitioned); 1 the database
+//! refused; 2 bad input.
+
+use chrono::Utc;
+use clap::{Args, Subcommand};
+
+use crate::commands::store_cmds::{open, runtime};
+use crate::config::Settings;
+
+#[derive(Debug, Subcommand)]
+pub enum PartitionsCommand {
+    /// Makes the partitions of this month and day and of the months and days ahead
+    /// (`lifecycle.months_ahead`, `lifecycle.days_ahead`) that do not exist yet, and prints them.
+    Ensure(EnsureArgs),
+    /// Lists every partition of the log, the outbox and the timers: bounds, rows (estimated), size.
+    List,
+}
+
+#[derive(Debug, Args)]
+pub struct EnsureArgs {
+    /// Months ahead, instead of `lifecycle.months_ahead`.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=24))]
+    pub months_ahead: Option<u32>,
+    /// Days ahead, instead of `lifecycle.days_ahead`.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=90))]
+    pub days_ahead: Option<u32>,
+}
+
+pub fn run(settings: &Settings, command: PartitionsCommand) -> u8 {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(c) => return c,
+    };
+    rt.block_on(async {
+        let stores = match open(settings).await {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        if !stores.lifecycle.partitioned() {
+            println!("{} is not partitioned (SQLite): nothing to do", settings.database.url.masked());
+            return 0;
+        }
+        match command {
+            PartitionsCommand::Ensure(args) => {
+                let mut plan = settings.lifecycle.plan();
+                plan.months_ahead = args.months_ahead.unwrap_or(plan.months_ahead);
+                plan.days_ahead = args.days_ahead.unwrap_or(plan.days_ahead);
+                match stores.lifecycle.ensure_partitions(Utc::now(), &plan).await {
+                    Ok(made) => {
+                        for name in &made {
+                            println!("made {name}");
+                        }
+                        println!(
+                            "{} partitions made; {} months and {} days ahead are present",
+                            made.len(),
+                            plan.months_ahead,
+                            plan.days_ahead
+                        );
+                        0
+                    }
+                    Err(e) => {
+                        eprintln!("load-agent partitions ensure: {e}");
+                        1
+                    }
+                }
+            }
+            PartitionsCommand::List => match stores.lifecycle.partitions().await {
+                Ok(parts) => {
+                    println!(
+                        "{:<12} {:<24} {:>12} {:>12}  bounds",
+                        "table", "partition", "rows (est.)", "bytes"
+                    );
+                    for p in parts {
+                        println!(
+                            "{:<12} {:<24} {:>12} {:>12}  {}",
+                            p.table,
+                            p.name,
+                            p.rows_estimate.max(0),
+                            p.bytes,
+                            p.bounds
+                        );
+                    }
+                    0
+                }
+                Err(e) => {
+                    eprintln!("load-agent partitions list: {e}");
+                    1
+                }
+            },
+        }
+    })
+}

@@ -1,0 +1,255 @@
+//! Postgres partitions (migration 0004, issue 18): a load's log and timers stay in its first
+//! month's partition, the outbox goes by day, partitions are made ahead idempotently, rows that
+//! arrive before their partition wait in the default one and move in when it is made, two first
+//! appends of one load in different months still have one winner, and the migration moves an
+//! existing database's rows without changing what the store reads back.
+
+use chrono::{DateTime, TimeZone, Utc};
+use load_agent_domain::Destination;
+use load_agent_store::{AppendError, PartitionPlan, PgStore, StoreOptions, TimerRow};
+use sqlx::PgPool;
+
+use crate::fixtures::{row, sms, step, t};
+use crate::harness::{PgHarness, StoreHarness};
+
+fn at(y: i32, m: u32, d: u32, h: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(y, m, d, h, 0, 0).single().expect("a time")
+}
+
+/// The partition each of a load's log rows is stored in.
+async fn log_partitions(pool: &PgPool, load: &str) -> Vec<String> {
+    sqlx::query_scalar("SELECT tableoid::regclass::text FROM log_entries WHERE load_id = $1 ORDER BY seq")
+        .bind(load)
+        .fetch_all(pool)
+        .await
+        .expect("log partitions")
+}
+
+async fn scalar_text(pool: &PgPool, sql: &str, load: &str) -> Vec<String> {
+    sqlx::query_scalar(sql).bind(load).fetch_all(pool).await.expect(sql)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loads_rows_go_to_its_months_partitions_made_ahead_once() {
+    let h = PgHarness::new().await;
+    let pool = h.pg().pool().clone();
+    let lifecycle = &h.stores().lifecycle;
+    assert!(lifecycle.partitioned());
+    let now = at(2026, 3, 30, 12);
+    let made = lifecycle.ensure_partitions(now, &PartitionPlan::default()).await.expect("ensure");
+    for name in [
+        "log_entries_p2026_02",
+        "log_entries_p2026_05",
+        "timers_p2026_03",
+        "outbox_p2026_03_29",
+        "outbox_p2026_04_06",
+    ] {
+        assert!(made.iter().any(|m| m == name), "{name} made: {made:?}");
+    }
+    assert!(
+        lifecycle.ensure_partitions(now, &PartitionPlan::default()).await.expect("again").is_empty(),
+        "a second run makes nothing"
+    );
+    let listed = lifecycle.partitions().await.expect("partitions");
+    assert!(
+        listed.iter().any(|p| p.name == "log_entries_p2026_03" && p.bounds.contains("2026-03-01")),
+        "{listed:?}"
+    );
+    assert!(listed.iter().any(|p| p.name == "outbox_default" && p.bounds == "DEFAULT"), "{listed:?}");
+
+    // Registered on the last evening of March; its later entries, in April, stay with it.
+    let events = &h.stores().events;
+    events.append("L1", &[sms("L1", "e1", at(2026, 3, 31, 23))], 0, &[]).await.expect("first append");
+    let rows = [row("L1", "k1", Destination::Sms, 2)];
+    events.append("L1", &[sms("L1", "e2", at(2026, 4, 1, 8))], 1, &rows).await.expect("append in April");
+    assert_eq!(log_partitions(&pool, "L1").await, ["log_entries_p2026_03", "log_entries_p2026_03"]);
+    assert_eq!(events.read("L1").await.expect("read").1, 2);
+    assert!(events.read_entry("L1", "e2").await.expect("read_entry").is_some());
+    assert_eq!(events.load_ids(10).await.expect("load ids"), ["L1"]);
+    let in_march =
+        events.load_ids_started_between(at(2026, 3, 1, 0), at(2026, 4, 1, 0), 10).await.expect("march");
+    assert_eq!(in_march, ["L1"]);
+    assert!(
+        events
+            .load_ids_started_between(at(2026, 4, 1, 0), at(2026, 5, 1, 0), 10)
+            .await
+            .expect("april")
+            .is_empty()
+    );
+    // The outbox row goes by its own day (the append's decision time is `created_at`).
+    let outbox_part =
+        scalar_text(&pool, "SELECT tableoid::regclass::text FROM outbox WHERE load_id = $1", "L1").await;
+    assert_eq!(outbox_part.len(), 1);
+    assert!(
+        outbox_part[0].starts_with("outbox_p2026_0") || outbox_part[0] == "outbox_default",
+        "{outbox_part:?}"
+    );
+
+    // Its timers live with its log; schedule and cancel of one id meet there.
+    let timer = TimerRow {
+        timer_id: "tmr:L1:ask:eta_request:e1:1".into(),
+        load_id: "L1".into(),
+        ask_id: "ask:eta_request:e1".into(),
+        attempt: 1,
+        fire_at: at(2026, 4, 1, 9),
+    };
+    let timers = &h.stores().timers;
+    timers.cancel("L1", &timer.timer_id, at(2026, 4, 1, 8)).await.expect("cancel before schedule");
+    timers.schedule(&timer).await.expect("schedule");
+    assert!(
+        timers.due(at(2026, 4, 2, 0), 10).await.expect("due").is_empty(),
+        "cancelled first: stays cancelled"
+    );
+    let timer_parts = scalar_text(
+        &pool,
+        "SELECT tableoid::regclass::text || ':' || status FROM timers WHERE load_id = $1",
+        "L1",
+    )
+    .await;
+    assert_eq!(timer_parts, ["timers_p2026_03:cancelled"]);
+    h.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_without_a_partition_wait_in_the_default_one_and_move_in_when_it_is_made() {
+    let h = PgHarness::new().await;
+    let pool = h.pg().pool().clone();
+    let events = &h.stores().events;
+    // Far ahead of every partition the migration made.
+    let when = at(2031, 7, 4, 12);
+    events.append("L9", &[sms("L9", "e1", when)], 0, &[]).await.expect("append without a partition");
+    assert_eq!(log_partitions(&pool, "L9").await, ["log_entries_default"]);
+    let made = h.stores().lifecycle.ensure_partitions(when, &PartitionPlan::default()).await.expect("ensure");
+    assert!(made.iter().any(|m| m == "log_entries_p2031_07"), "{made:?}");
+    assert_eq!(log_partitions(&pool, "L9").await, ["log_entries_p2031_07"], "moved into its partition");
+    events.append("L9", &[sms("L9", "e2", when)], 1, &[]).await.expect("the log goes on");
+    assert_eq!(events.read("L9").await.expect("read").0.len(), 2);
+    h.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_first_appends_of_one_load_in_different_months_have_one_winner() {
+    let h = PgHarness::new().await;
+    let other = h.reopen().await;
+    h.stores()
+        .lifecycle
+        .ensure_partitions(at(2026, 3, 15, 0), &PartitionPlan::default())
+        .await
+        .expect("ensure");
+    for i in 0..20 {
+        let load = format!("R{i}");
+        let march = [sms(&load, "a", at(2026, 3, 31, 23))];
+        let april = [sms(&load, "b", at(2026, 4, 1, 1))];
+        let (a, b) = tokio::join!(
+            h.stores().events.append(&load, &march, 0, &[]),
+            other.events.append(&load, &april, 0, &[]),
+        );
+        let wins = [&a, &b].iter().filter(|r| r.is_ok()).count();
+        assert_eq!(wins, 1, "{load}: one winner: {a:?} {b:?}");
+        let loser = if a.is_ok() { &b } else { &a };
+        assert!(matches!(loser, Err(AppendError::Conflict { expected: 0, actual: 1 })), "{load}: {loser:?}");
+        assert_eq!(h.stores().events.read(&load).await.expect("read").0.len(), 1);
+    }
+    drop(other);
+    h.cleanup().await;
+}
+
+/// Migrations 0001–0003, then the rows of a store written through the current code copied into
+/// the old tables, then 0004: the store reads back the same logs, outbox rows and timers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_migration_moves_an_existing_database_into_partitions() {
+    // The source: a current store with a few loads, outbox rows and timers.
+    let src = PgHarness::new().await;
+    for (i, load) in ["M1", "M2", "M3"].iter().enumerate() {
+        let (entries, rows) = step(load, 0);
+        src.stores().events.append(load, &entries, 0, &rows).await.expect("append");
+        if i == 0 {
+            let (entries, rows) = step(load, 1);
+            src.stores().events.append(load, &entries, 2, &rows).await.expect("append again");
+        }
+        let timer = TimerRow {
+            timer_id: format!("tmr:{load}:ask:eta_request:sms_0:1"),
+            load_id: (*load).into(),
+            ask_id: "ask:eta_request:sms_0".into(),
+            attempt: 1,
+            fire_at: t(600),
+        };
+        src.stores().timers.schedule(&timer).await.expect("schedule");
+    }
+    src.stores().timers.cancel("M2", "tmr:M2:ask:eta_request:sms_0:1", t(300)).await.expect("cancel");
+    let claimed = src.stores().outbox.pending(1, t(100)).await.expect("claim");
+    src.stores()
+        .outbox
+        .mark_dispatched(&claimed[0].id, claimed[0].claim_token, "r1", t(101))
+        .await
+        .expect("mark");
+
+    // The target: a schema at migration 0003.
+    let schema = format!("migrate_{}", uuid::Uuid::new_v4().simple());
+    let admin = PgPool::connect(src.url()).await.expect("connect");
+    sqlx::query(&format!("CREATE SCHEMA \"{schema}\"")).execute(&admin).await.expect("create schema");
+    let options: sqlx::postgres::PgConnectOptions = src.url().parse().expect("url");
+    let old = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(options.options([("search_path", schema.as_str())]))
+        .await
+        .expect("connect to the old schema");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/postgres");
+    let mut migrator = sqlx::migrate::Migrator::new(dir).await.expect("read the migrations");
+    migrator.migrations =
+        migrator.migrations.iter().filter(|m| m.version <= 3).cloned().collect::<Vec<_>>().into();
+    migrator.run(&old).await.expect("migrations 0001-0003");
+    let from = src.pg().schema().expect("a schema");
+    for sql in [
+        format!(
+            "INSERT INTO log_entries SELECT load_id, seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body \
+             FROM \"{from}\".log_entries"
+        ),
+        format!(
+            "INSERT INTO outbox (id, load_id, load_version, destination, action, status, claim_token, lease_until, \
+             retry_at, attempts, first_attempt_at, last_failure, receipt, created_at, dispatched_at, dead_at) \
+             OVERRIDING SYSTEM VALUE SELECT id, load_id, load_version, destination, action, status, claim_token, \
+             lease_until, retry_at, attempts, first_attempt_at, last_failure, receipt, created_at, dispatched_at, \
+             dead_at FROM \"{from}\".outbox ORDER BY position"
+        ),
+        format!(
+            "INSERT INTO timers SELECT timer_id, load_id, ask_id, attempt, fire_at, status, fired_at, cancelled_at \
+             FROM \"{from}\".timers"
+        ),
+    ] {
+        sqlx::query(&sql).execute(&old).await.expect(&sql);
+    }
+    old.close().await;
+
+    // Opening the store applies 0004.
+    let migrated = PgStore::connect_in_schema_with(src.url(), &schema, &StoreOptions::default())
+        .await
+        .expect("open and migrate")
+        .into_stores();
+    for load in ["M1", "M2", "M3"] {
+        assert_eq!(
+            migrated.events.read(load).await.expect("read"),
+            src.stores().events.read(load).await.expect("read"),
+            "{load}: the same log"
+        );
+        assert_eq!(
+            migrated.outbox.rows_for_load(load).await.expect("rows"),
+            src.stores().outbox.rows_for_load(load).await.expect("rows"),
+            "{load}: the same outbox rows"
+        );
+        assert_eq!(
+            migrated.timers.timers_for_load(load).await.expect("timers"),
+            src.stores().timers.timers_for_load(load).await.expect("timers"),
+            "{load}: the same timers"
+        );
+    }
+    // The migrated store goes on: the next append, claim and timer work.
+    let (entries, rows) = step("M2", 1);
+    migrated.events.append("M2", &entries, 2, &rows).await.expect("append after the migration");
+    assert!(!migrated.outbox.pending(10, t(200)).await.expect("claim").is_empty());
+    migrated.timers.cancel("M3", "tmr:M3:ask:eta_request:sms_0:1", t(300)).await.expect("cancel");
+    assert!(migrated.timers.due(t(10_000), 10).await.expect("due").iter().all(|r| r.load_id == "M1"));
+    drop(migrated);
+    sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE")).execute(&admin).await.expect("drop schema");
+    src.cleanup().await;
+}
