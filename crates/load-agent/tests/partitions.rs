@@ -23,7 +23,8 @@ fn text(out: &Output) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ensure_makes_the_partitions_ahead_once_and_list_shows_them() {
-    let base = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let base =
+        std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let schema = format!("partitions_cli_{}", uuid::Uuid::new_v4().simple());
     let store = PgStore::connect_in_schema(&base, &schema).await.expect("a Postgres schema (DATABASE_URL)");
     let sep = if base.contains('?') { '&' } else { '?' };
@@ -43,7 +44,9 @@ async fn ensure_makes_the_partitions_ahead_once_and_list_shows_them() {
     assert_eq!(list.status.code(), Some(0), "{}", text(&list));
     let listed = String::from_utf8_lossy(&list.stdout).into_owned();
     let this_month = chrono::Utc::now().format("log_entries_p%Y_%m").to_string();
-    for name in [this_month.as_str(), ahead.as_str(), "outbox_default", "timers_default", "log_entries_default"] {
+    for name in
+        [this_month.as_str(), ahead.as_str(), "outbox_default", "timers_default", "log_entries_default"]
+    {
         assert!(listed.contains(name), "{name} listed: {listed}");
     }
     store.drop_schema().await.expect("drop the schema");
