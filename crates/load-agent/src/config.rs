@@ -548,18 +548,51 @@ pub struct LifecycleSettings {
     pub days_ahead: u32,
     /// How often the service makes the partitions ahead (also once at start).
     pub check_secs: u32,
+    /// How often the service runs retention (0: never; `load-agent retention run` by hand).
+    pub retention_secs: u32,
+    /// Log months kept in the database (older ones are archived, verified and dropped).
+    pub log_months: u32,
+    /// Days delivered outbox rows are kept.
+    pub dispatched_days: u32,
+    /// Days dead outbox rows are kept.
+    pub dead_days: u32,
+    /// Days fired and cancelled timers are kept.
+    pub timer_days: u32,
+    /// Where retention archives a log month before it drops it (a directory or file:// URL; each
+    /// month in `<archive_to>/YYYY-MM`). Empty: log months are never dropped.
+    pub archive_to: String,
 }
 
 impl Default for LifecycleSettings {
     fn default() -> Self {
         let plan = load_agent_store::PartitionPlan::default();
-        LifecycleSettings { months_ahead: plan.months_ahead, days_ahead: plan.days_ahead, check_secs: 3600 }
+        let w = load_agent_store::RetentionWindows::default();
+        LifecycleSettings {
+            months_ahead: plan.months_ahead,
+            days_ahead: plan.days_ahead,
+            check_secs: 3600,
+            retention_secs: 86_400,
+            log_months: w.log_months,
+            dispatched_days: w.dispatched_days,
+            dead_days: w.dead_days,
+            timer_days: w.timer_days,
+            archive_to: String::new(),
+        }
     }
 }
 
 impl LifecycleSettings {
     pub fn plan(&self) -> load_agent_store::PartitionPlan {
         load_agent_store::PartitionPlan { months_ahead: self.months_ahead, days_ahead: self.days_ahead }
+    }
+
+    pub fn windows(&self) -> load_agent_store::RetentionWindows {
+        load_agent_store::RetentionWindows {
+            log_months: self.log_months,
+            dispatched_days: self.dispatched_days,
+            dead_days: self.dead_days,
+            timer_days: self.timer_days,
+        }
     }
 }
 
@@ -753,6 +786,21 @@ impl Settings {
         }
         if !(60..=86_400).contains(&self.lifecycle.check_secs) {
             return Err(bad("lifecycle.check_secs", "must be between 60 and 86400"));
+        }
+        if self.lifecycle.retention_secs != 0 && !(60..=604_800).contains(&self.lifecycle.retention_secs) {
+            return Err(bad("lifecycle.retention_secs", "must be 0 (never) or between 60 and 604800"));
+        }
+        if !(1..=1200).contains(&self.lifecycle.log_months) {
+            return Err(bad("lifecycle.log_months", "must be between 1 and 1200"));
+        }
+        if !(1..=3650).contains(&self.lifecycle.dispatched_days) {
+            return Err(bad("lifecycle.dispatched_days", "must be between 1 and 3650"));
+        }
+        if !(self.lifecycle.dispatched_days..=3650).contains(&self.lifecycle.dead_days) {
+            return Err(bad("lifecycle.dead_days", "must be between lifecycle.dispatched_days and 3650"));
+        }
+        if !(1..=3650).contains(&self.lifecycle.timer_days) {
+            return Err(bad("lifecycle.timer_days", "must be between 1 and 3650"));
         }
         if self.console.page_size == 0 || self.console.page_size > 1000 {
             return Err(bad("console.page_size", "must be between 1 and 1000"));

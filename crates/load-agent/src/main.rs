@@ -82,6 +82,10 @@ enum Command {
     /// makes the ones ahead (the service does it too), `list` shows them.
     #[command(subcommand)]
     Partitions(commands::partitions::PartitionsCommand),
+    /// Retention (docs/operations.md): drops partitions past their windows and deletes expired
+    /// rows; a log month only after its archive (lifecycle.archive_to) is written and verified.
+    #[command(subcommand)]
+    Retention(RetentionCommand),
     /// The operations console (served by `serve` and the worker at `/`): `rebuild` writes its
     /// load summaries from the logs.
     #[command(subcommand)]
@@ -91,6 +95,12 @@ enum Command {
         #[arg(long)]
         print: bool,
     },
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum RetentionCommand {
+    /// One retention run now (the service runs one every lifecycle.retention_secs).
+    Run(commands::retention::RunArgs),
 }
 
 /// Loads and validates the configuration, printing the error (which names the setting).
@@ -144,6 +154,9 @@ fn main() -> ExitCode {
         }
         Command::Archive(c) => with_settings(cli.config.as_deref(), |s| commands::archive::run(s, c)),
         Command::Partitions(c) => with_settings(cli.config.as_deref(), |s| commands::partitions::run(s, c)),
+        Command::Retention(RetentionCommand::Run(a)) => {
+            with_settings(cli.config.as_deref(), |s| commands::retention::run(s, a))
+        }
         Command::Cost(a) => with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_cost(s, a)),
         Command::Inspect(a) => {
             with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_inspect(s, a))

@@ -55,6 +55,10 @@ pub const METRICS: &[(&str, &str)] = &[
     ("load_agent_duplicate_action_keys_total", "Decisions that reused a committed action key."),
     ("load_agent_ops_alerts_total", "Ops alerts (Hero-channel and internal action failures)."),
     ("load_agent_partition_failures_total", "Runs that could not make the partitions ahead (Postgres)."),
+    (
+        "load_agent_retention_failures_total",
+        "Retention steps that failed (an archive that does not verify, a refused drop).",
+    ),
 ];
 
 /// Samples the store-backed gauges every `every`.

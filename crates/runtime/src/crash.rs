@@ -14,6 +14,7 @@
 //! | `relay.after_send`       | the relay: the destination accepted the action, the row not marked |
 //! | `relay.after_send_batch` | the relay: a claimed batch was sent, no outcome published, no mark |
 //! | `pump.after_publish`     | the timer pump: `timer_fired` published, the timer not marked      |
+//! | `retention.after_verify` | retention: a month's archive written and verified, nothing dropped |
 
 #[cfg(feature = "crash-points")]
 use std::sync::OnceLock;
@@ -24,12 +25,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const CRASH_AT_ENV: &str = "LOAD_AGENT_CRASH_AT";
 
 /// Every crash point the code passes through.
-pub const CRASH_POINTS: [&str; 5] = [
+pub const CRASH_POINTS: [&str; 6] = [
     "worker.after_append",
     "worker.group_commit",
     "relay.after_send",
     "relay.after_send_batch",
     "pump.after_publish",
+    "retention.after_verify",
 ];
 
 #[cfg(feature = "crash-points")]

@@ -28,6 +28,10 @@ pub enum StoreError {
     /// The transaction that carried the request failed to commit; nothing of it was written.
     #[error("commit failed: {0}")]
     Commit(String),
+    /// A retention step refused to drop a partition (rows still pending or scheduled, a log
+    /// month that is not exactly what its archive holds, no such partition): nothing was dropped.
+    #[error("refused: {0}")]
+    Refused(String),
     /// A background task of the store (the SQLite writer, the Postgres lock connection) is
     /// gone: the store is shutting down.
     #[error("the store's {task} task has stopped")]

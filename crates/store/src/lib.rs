@@ -51,7 +51,10 @@ pub use codec::MAX_ROWS_PER_APPEND;
 pub use dead_letters::{DeadLetterStore, KeptDeadLetter};
 pub use error::{AppendError, ClaimError, StaleClaimError, StoreError};
 pub use event_store::{AppendRequest, EventStore, StoredEntry};
-pub use lifecycle::{Lifecycle, PartitionInfo, PartitionPlan, PartitionSpan};
+pub use lifecycle::{
+    DeletedRows, DroppedDay, ExpiredPartition, Lifecycle, PartitionInfo, PartitionPlan, PartitionSpan,
+    PartitionedTable, RetentionWindows, expired,
+};
 pub use lock::{LoadLease, LoadLock, NoopLoadLock};
 pub use open::{StoreOptions, Stores, migrate, open_store, open_store_with};
 pub use outbox::{

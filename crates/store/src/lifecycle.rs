@@ -1,5 +1,7 @@
-//! The data lifecycle (issue 18, docs/operations.md "Partitions and retention"): partitions made
-//! ahead of time on Postgres.
+//! The data lifecycle (issue 18, docs/operations.md "Partitions" and "Retention"): partitions
+//! made ahead of time on Postgres, and retention, which drops whole partitions once their
+//! window has passed (the log's only after an archive of the month was verified: the caller
+//! passes what the archive holds and the store checks it under lock).
 //!
 //! Postgres partitions the log and the timers by the load's registration month and the outbox by
 //! the day of creation (`migrations/postgres/0004_partitions.sql`); a row whose partition is
@@ -76,6 +78,107 @@ pub struct PartitionInfo {
     pub bytes: i64,
 }
 
+/// How long data is kept (docs/capacity.md): the log 13 months, delivered outbox rows 7 days,
+/// dead outbox rows 90 days, fired and cancelled timers 30 days.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionWindows {
+    pub log_months: u32,
+    pub dispatched_days: u32,
+    pub dead_days: u32,
+    pub timer_days: u32,
+}
+
+impl Default for RetentionWindows {
+    fn default() -> Self {
+        RetentionWindows { log_months: 13, dispatched_days: 7, dead_days: 90, timer_days: 30 }
+    }
+}
+
+/// The table a partition belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PartitionedTable {
+    LogEntries,
+    Outbox,
+    Timers,
+}
+
+/// A partition whose whole range is past its retention window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredPartition {
+    pub table: PartitionedTable,
+    pub name: String,
+    /// The first day of its range (a month's first day, or the outbox's day).
+    pub first_day: NaiveDate,
+}
+
+/// The partitions past their window at `now`, oldest first per table: a log month once the
+/// month plus `log_months` months has passed; an outbox day `dispatched_days` after it ended
+/// (its dead rows younger than `dead_days` are kept, moved to the default partition); a timers
+/// month `timer_days` after it ended. Only partitions named as `ensure` names them
+/// (`log_entries_p2026_03`, `outbox_p2026_03_02`, `timers_p2026_03`) are considered.
+pub fn expired(
+    partitions: &[PartitionInfo],
+    now: DateTime<Utc>,
+    windows: &RetentionWindows,
+) -> Vec<ExpiredPartition> {
+    let today = now.date_naive();
+    let mut out: Vec<ExpiredPartition> = partitions
+        .iter()
+        .filter_map(|p| {
+            let (table, first_day, end) = parse_partition_name(&p.name)?;
+            let kept_until = match table {
+                PartitionedTable::LogEntries => end.checked_add_months(Months::new(windows.log_months))?,
+                PartitionedTable::Outbox => {
+                    end.checked_add_signed(TimeDelta::days(i64::from(windows.dispatched_days)))?
+                }
+                PartitionedTable::Timers => {
+                    end.checked_add_signed(TimeDelta::days(i64::from(windows.timer_days)))?
+                }
+            };
+            (kept_until <= today).then(|| ExpiredPartition { table, name: p.name.clone(), first_day })
+        })
+        .collect();
+    out.sort_by_key(|p| (p.table, p.first_day));
+    out
+}
+
+/// A partition's table, first day and end (exclusive) from its name.
+fn parse_partition_name(name: &str) -> Option<(PartitionedTable, NaiveDate, NaiveDate)> {
+    let month = |rest: &str| {
+        let (y, m) = rest.split_once('_')?;
+        let first = NaiveDate::from_ymd_opt(y.parse().ok()?, m.parse().ok()?, 1)?;
+        Some((first, first.checked_add_months(Months::new(1))?))
+    };
+    if let Some(rest) = name.strip_prefix("log_entries_p") {
+        let (first, end) = month(rest)?;
+        return Some((PartitionedTable::LogEntries, first, end));
+    }
+    if let Some(rest) = name.strip_prefix("timers_p") {
+        let (first, end) = month(rest)?;
+        return Some((PartitionedTable::Timers, first, end));
+    }
+    let rest = name.strip_prefix("outbox_p")?;
+    let mut parts = rest.splitn(3, '_');
+    let (y, m, d) = (parts.next()?, parts.next()?, parts.next()?);
+    let day = NaiveDate::from_ymd_opt(y.parse().ok()?, m.parse().ok()?, d.parse().ok()?)?;
+    Some((PartitionedTable::Outbox, day, day.succ_opt()?))
+}
+
+/// What an outbox day's drop did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DroppedDay {
+    pub dropped: u64,
+    /// Dead rows still inside their window, moved to the default partition.
+    pub kept_dead: u64,
+}
+
+/// Rows deleted by [`Lifecycle::delete_expired_rows`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeletedRows {
+    pub outbox: u64,
+    pub timers: u64,
+}
+
 #[async_trait]
 pub trait Lifecycle: Send + Sync {
     /// Whether this store partitions its tables (Postgres) or not (SQLite).
@@ -92,12 +195,80 @@ pub trait Lifecycle: Send + Sync {
 
     /// Every partition, by table and name.
     async fn partitions(&self) -> Result<Vec<PartitionInfo>, StoreError>;
+
+    /// Drops the log partition of `month` (its first day), with its loads' directory and
+    /// `load_summary` rows, after checking under lock that it holds exactly `archived` (each
+    /// load and its last seq, as a verified archive holds them). [`StoreError::Refused`], with
+    /// nothing dropped, when it does not. Returns the log rows dropped.
+    async fn drop_log_month(&self, month: NaiveDate, archived: &[(String, u64)]) -> Result<u64, StoreError>;
+
+    /// Drops the outbox partition of `day` unless a row in it is pending
+    /// ([`StoreError::Refused`]); dead rows that died at or after `keep_dead_since` are kept.
+    async fn drop_outbox_day(
+        &self,
+        day: NaiveDate,
+        keep_dead_since: DateTime<Utc>,
+    ) -> Result<DroppedDay, StoreError>;
+
+    /// Drops the timers partition of `month` unless a timer in it is still scheduled.
+    async fn drop_timer_month(&self, month: NaiveDate) -> Result<u64, StoreError>;
+
+    /// Deletes, in batches, the outbox rows and timers past their windows that are not in a
+    /// partition retention drops: the default partitions on Postgres, the tables on SQLite.
+    /// Never deletes a pending row, a scheduled timer or a log entry.
+    async fn delete_expired_rows(
+        &self,
+        now: DateTime<Utc>,
+        windows: &RetentionWindows,
+    ) -> Result<DeletedRows, StoreError>;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    fn info(name: &str) -> PartitionInfo {
+        PartitionInfo {
+            table: String::new(),
+            name: name.into(),
+            bounds: String::new(),
+            rows_estimate: 0,
+            bytes: 0,
+        }
+    }
+
+    #[test]
+    fn partitions_expire_after_their_whole_range_and_window_have_passed() {
+        let parts: Vec<PartitionInfo> = [
+            "log_entries_p2025_10",
+            "log_entries_p2025_11",
+            "log_entries_default",
+            "outbox_p2026_12_23",
+            "outbox_p2026_12_24",
+            "outbox_default",
+            "timers_p2026_10",
+            "timers_p2026_11",
+            "log_entries_pbogus",
+            "outbox_p2026_02_30",
+        ]
+        .iter()
+        .map(|n| info(n))
+        .collect();
+        // 2026-12-31: October 2025 ended 2025-11-01, + 13 months = 2026-12-01 (gone); November
+        // 2025 is kept until 2027-01-01. 23 December ended on the 24th, + 7 days = the 31st
+        // (gone); the 24th is kept until 2027-01-01. November's timers: 1 December + 30 days.
+        let now = Utc.with_ymd_and_hms(2026, 12, 31, 12, 0, 0).single().expect("a time");
+        let names: Vec<String> =
+            expired(&parts, now, &RetentionWindows::default()).into_iter().map(|e| e.name).collect();
+        assert_eq!(
+            names,
+            ["log_entries_p2025_10", "outbox_p2026_12_23", "timers_p2026_10", "timers_p2026_11"]
+        );
+        let first = expired(&parts, now, &RetentionWindows::default());
+        assert_eq!(first[0].first_day, day(2025, 10, 1));
+        assert_eq!(first[0].table, PartitionedTable::LogEntries);
+    }
 
     fn day(y: i32, m: u32, d: u32) -> NaiveDate {
         NaiveDate::from_ymd_opt(y, m, d).expect("a date")

@@ -8,6 +8,7 @@ pub mod loadtest;
 pub mod partitions;
 pub mod production;
 pub mod replay;
+pub mod retention;
 pub mod serve;
 pub mod sop;
 pub mod sop_compile;

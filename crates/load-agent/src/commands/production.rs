@@ -242,6 +242,14 @@ mod imp {
             Duration::from_secs(u64::from(settings.lifecycle.check_secs)),
             shutdown.clone(),
         ));
+        if settings.lifecycle.retention_secs > 0 {
+            tasks.spawn(crate::commands::retention::keep_retention(
+                stores.clone(),
+                crate::commands::retention::RetentionConfig::from_settings(settings, false),
+                Duration::from_secs(u64::from(settings.lifecycle.retention_secs)),
+                shutdown.clone(),
+            ));
+        }
         let ready = Arc::new(AtomicBool::new(true));
         let token = Some(settings.http.token.expose().to_string()).filter(|t| !t.is_empty());
         let state = HttpState {

@@ -167,6 +167,14 @@ async fn serve_embedded(settings: &Settings) -> u8 {
         Duration::from_secs(u64::from(settings.lifecycle.check_secs)),
         shutdown.clone(),
     ));
+    if settings.lifecycle.retention_secs > 0 {
+        tasks.spawn(crate::commands::retention::keep_retention(
+            stores.clone(),
+            crate::commands::retention::RetentionConfig::from_settings(settings, false),
+            Duration::from_secs(u64::from(settings.lifecycle.retention_secs)),
+            shutdown.clone(),
+        ));
+    }
 
     let publish_rt = rt.clone();
     let publish: Publish = Arc::new(move |event| {

@@ -1,4 +1,6 @@
-//! `Lifecycle` on Postgres: partitions made ahead by the functions of migration 0004.
+//! `Lifecycle` on Postgres: partitions made ahead by the functions of migration 0004, dropped by
+//! those of 0005 (each checks under lock what it drops), and batched deletes of the default
+//! partitions' expired rows.
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
@@ -6,7 +8,7 @@ use sqlx::{Acquire, Executor};
 
 use super::PgStore;
 use crate::error::StoreError;
-use crate::lifecycle::{Lifecycle, PartitionInfo, PartitionPlan};
+use crate::lifecycle::{DeletedRows, DroppedDay, Lifecycle, PartitionInfo, PartitionPlan, RetentionWindows};
 
 /// One key for the advisory lock that serializes `ensure_partitions` across processes.
 const ENSURE_LOCK: i64 = 0x6c_6f_61_64_70_61_72_74; // "loadpart"
@@ -24,6 +26,40 @@ JOIN pg_class p ON p.oid = i.inhparent
 WHERE p.oid IN ('log_entries'::regclass, 'outbox'::regclass, 'timers'::regclass)
 ORDER BY 1, 2
 "#;
+
+const DROP_LOG_MONTH: &str = "SELECT load_agent_drop_log_month($1, $2, $3)";
+const DROP_OUTBOX_DAY: &str = "SELECT dropped, kept FROM load_agent_drop_outbox_day($1, $2)";
+const DROP_TIMER_MONTH: &str = "SELECT load_agent_drop_timer_month($1)";
+
+/// Rows deleted per statement: short transactions, so the relay and the pump never wait long.
+const DELETE_BATCH: i64 = 5_000;
+
+/// Delivered rows past `$1`, dead rows past `$2`, in the default partition only (the day
+/// partitions are dropped whole).
+const DELETE_OUTBOX_DEFAULT: &str = "DELETE FROM outbox_default WHERE ctid IN (
+    SELECT ctid FROM outbox_default
+    WHERE (status = 'dispatched' AND dispatched_at < $1) OR (status = 'dead' AND dead_at < $2)
+    LIMIT $3)";
+/// Fired timers and cancelled ones (and tombstones) past `$1`, in the default partition only.
+const DELETE_TIMERS_DEFAULT: &str = "DELETE FROM timers_default WHERE ctid IN (
+    SELECT ctid FROM timers_default
+    WHERE (status = 'fired' AND fired_at < $1) OR (status = 'cancelled' AND cancelled_at < $1)
+    LIMIT $2)";
+
+/// A refusal raised by the 0005 functions (`object_not_in_prerequisite_state`, `undefined_table`)
+/// is [`StoreError::Refused`] with its message; anything else stays a database error.
+fn refusal(e: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &e
+        && matches!(db.code().as_deref(), Some("55000" | "42P01"))
+    {
+        return StoreError::Refused(db.message().to_owned());
+    }
+    e.into()
+}
+
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
 
 const ENSURE_MONTHS: &str = "SELECT * FROM load_agent_ensure_months($3, $1, $2)";
 const ENSURE_DAYS: &str = "SELECT * FROM load_agent_ensure_days($1, $2)";
@@ -90,5 +126,90 @@ impl Lifecycle for PgStore {
                 bytes,
             })
             .collect())
+    }
+
+    async fn drop_log_month(&self, month: NaiveDate, archived: &[(String, u64)]) -> Result<u64, StoreError> {
+        let loads: Vec<&str> = archived.iter().map(|(id, _)| id.as_str()).collect();
+        let versions = archived
+            .iter()
+            .map(|(id, v)| {
+                i64::try_from(*v)
+                    .map_err(|_| StoreError::InvalidRequest(format!("load {id}: version {v} exceeds i64")))
+            })
+            .collect::<Result<Vec<i64>, _>>()?;
+        let mut tx = self.pool.begin().await?;
+        tx.execute(LOCK_TIMEOUT).await?;
+        let dropped: i64 = sqlx::query_scalar(DROP_LOG_MONTH)
+            .bind(month)
+            .bind(&loads)
+            .bind(&versions)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(refusal)?;
+        tx.commit().await?;
+        Ok(count(dropped))
+    }
+
+    async fn drop_outbox_day(
+        &self,
+        day: NaiveDate,
+        keep_dead_since: DateTime<Utc>,
+    ) -> Result<DroppedDay, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        tx.execute(LOCK_TIMEOUT).await?;
+        let (dropped, kept): (i64, i64) = sqlx::query_as(DROP_OUTBOX_DAY)
+            .bind(day)
+            .bind(keep_dead_since)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(refusal)?;
+        tx.commit().await?;
+        Ok(DroppedDay { dropped: count(dropped), kept_dead: count(kept) })
+    }
+
+    async fn drop_timer_month(&self, month: NaiveDate) -> Result<u64, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        tx.execute(LOCK_TIMEOUT).await?;
+        let dropped: i64 =
+            sqlx::query_scalar(DROP_TIMER_MONTH).bind(month).fetch_one(&mut *tx).await.map_err(refusal)?;
+        tx.commit().await?;
+        Ok(count(dropped))
+    }
+
+    async fn delete_expired_rows(
+        &self,
+        now: DateTime<Utc>,
+        windows: &RetentionWindows,
+    ) -> Result<DeletedRows, StoreError> {
+        let dispatched_before = now - chrono::TimeDelta::days(i64::from(windows.dispatched_days));
+        let dead_before = now - chrono::TimeDelta::days(i64::from(windows.dead_days));
+        let timers_before = now - chrono::TimeDelta::days(i64::from(windows.timer_days));
+        let mut deleted = DeletedRows::default();
+        loop {
+            let n = sqlx::query(DELETE_OUTBOX_DEFAULT)
+                .bind(dispatched_before)
+                .bind(dead_before)
+                .bind(DELETE_BATCH)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+            deleted.outbox += n;
+            if n < DELETE_BATCH.unsigned_abs() {
+                break;
+            }
+        }
+        loop {
+            let n = sqlx::query(DELETE_TIMERS_DEFAULT)
+                .bind(timers_before)
+                .bind(DELETE_BATCH)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+            deleted.timers += n;
+            if n < DELETE_BATCH.unsigned_abs() {
+                break;
+            }
+        }
+        Ok(deleted)
     }
 }

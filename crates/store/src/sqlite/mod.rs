@@ -188,4 +188,32 @@ impl crate::lifecycle::Lifecycle for SqliteStore {
     async fn partitions(&self) -> Result<Vec<crate::lifecycle::PartitionInfo>, StoreError> {
         Ok(Vec::new())
     }
+
+    async fn drop_log_month(
+        &self,
+        _month: chrono::NaiveDate,
+        _archived: &[(String, u64)],
+    ) -> Result<u64, StoreError> {
+        Err(StoreError::Refused("SQLite is not partitioned: its log is never dropped by retention".into()))
+    }
+
+    async fn drop_outbox_day(
+        &self,
+        _day: chrono::NaiveDate,
+        _keep_dead_since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<crate::lifecycle::DroppedDay, StoreError> {
+        Err(StoreError::Refused("SQLite is not partitioned: expired rows are deleted instead".into()))
+    }
+
+    async fn drop_timer_month(&self, _month: chrono::NaiveDate) -> Result<u64, StoreError> {
+        Err(StoreError::Refused("SQLite is not partitioned: expired rows are deleted instead".into()))
+    }
+
+    async fn delete_expired_rows(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        windows: &crate::lifecycle::RetentionWindows,
+    ) -> Result<crate::lifecycle::DeletedRows, StoreError> {
+        self.delete_expired(now, windows).await
+    }
 }

@@ -32,6 +32,14 @@ pub(crate) enum TimerOp {
         timer_ids: String,
         now: String,
     },
+    /// Retention (SQLite is not partitioned): delivered outbox rows dispatched before
+    /// `dispatched_before`, dead ones dead before `dead_before`, fired and cancelled timers
+    /// before `timers_before`.
+    DeleteExpired {
+        dispatched_before: String,
+        dead_before: String,
+        timers_before: String,
+    },
 }
 
 /// Same statements as `postgres/timers.rs`.
@@ -73,8 +81,53 @@ pub(super) async fn timer_in(conn: &mut SqliteConnection, op: &TimerOp) -> Resul
             .execute(&mut *conn)
             .await?;
         }
+        TimerOp::DeleteExpired { dispatched_before, dead_before, timers_before } => {
+            sqlx::query(EXPIRED_OUTBOX_DELETE)
+                .bind(dispatched_before)
+                .bind(dead_before)
+                .execute(&mut *conn)
+                .await?;
+            sqlx::query(EXPIRED_TIMERS_DELETE).bind(timers_before).execute(&mut *conn).await?;
+        }
     }
     Ok(())
+}
+
+const EXPIRED_OUTBOX_DELETE: &str = "DELETE FROM outbox \
+    WHERE (status = 'dispatched' AND dispatched_at < ?1) OR (status = 'dead' AND dead_at < ?2)";
+const EXPIRED_OUTBOX_COUNT: &str = "SELECT count(*) FROM outbox \
+    WHERE (status = 'dispatched' AND dispatched_at < ?1) OR (status = 'dead' AND dead_at < ?2)";
+const EXPIRED_TIMERS_DELETE: &str = "DELETE FROM timers \
+    WHERE (status = 'fired' AND fired_at < ?1) OR (status = 'cancelled' AND cancelled_at < ?1)";
+const EXPIRED_TIMERS_COUNT: &str = "SELECT count(*) FROM timers \
+    WHERE (status = 'fired' AND fired_at < ?1) OR (status = 'cancelled' AND cancelled_at < ?1)";
+
+impl SqliteStore {
+    /// Retention on SQLite: counts what is past its window, then deletes it in the writer's
+    /// transaction (the counts are what was there when counted; rows expiring in between go too).
+    pub(crate) async fn delete_expired(
+        &self,
+        now: DateTime<Utc>,
+        windows: &crate::lifecycle::RetentionWindows,
+    ) -> Result<crate::lifecycle::DeletedRows, StoreError> {
+        let dispatched_before =
+            sqlite_time(now - chrono::TimeDelta::days(i64::from(windows.dispatched_days)));
+        let dead_before = sqlite_time(now - chrono::TimeDelta::days(i64::from(windows.dead_days)));
+        let timers_before = sqlite_time(now - chrono::TimeDelta::days(i64::from(windows.timer_days)));
+        let outbox: i64 = sqlx::query_scalar(EXPIRED_OUTBOX_COUNT)
+            .bind(&dispatched_before)
+            .bind(&dead_before)
+            .fetch_one(self.readers())
+            .await?;
+        let timers: i64 =
+            sqlx::query_scalar(EXPIRED_TIMERS_COUNT).bind(&timers_before).fetch_one(self.readers()).await?;
+        let op = TimerOp::DeleteExpired { dispatched_before, dead_before, timers_before };
+        self.write(|reply| WriteCmd::Timer { op, reply }).await??;
+        Ok(crate::lifecycle::DeletedRows {
+            outbox: u64::try_from(outbox).unwrap_or(0),
+            timers: u64::try_from(timers).unwrap_or(0),
+        })
+    }
 }
 
 #[async_trait]

@@ -4,7 +4,7 @@
 //! appends of one load in different months still have one winner, and the migration moves an
 //! existing database's rows without changing what the store reads back.
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use load_agent_domain::Destination;
 use load_agent_store::{AppendError, PartitionPlan, PgStore, StoreOptions, TimerRow};
 use sqlx::PgPool;
@@ -252,4 +252,94 @@ async fn the_migration_moves_an_existing_database_into_partitions() {
     drop(migrated);
     sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE")).execute(&admin).await.expect("drop schema");
     src.cleanup().await;
+}
+
+/// Retention drops an outbox day once nothing in it is pending, keeping its recent dead rows;
+/// a timers month once none is scheduled; and a log month only when it holds exactly what the
+/// archive holds, with its directory and summary rows. A refusal drops nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_drops_only_what_may_go_and_refuses_the_rest() {
+    use load_agent_store::{RetentionWindows, StoreError};
+    let h = PgHarness::new().await;
+    let pool = h.pg().pool().clone();
+    let s = h.stores();
+    s.lifecycle.ensure_partitions(at(2026, 3, 10, 0), &PartitionPlan::default()).await.expect("ensure");
+    // Two loads registered on 9 March; their outbox rows are created that day.
+    for load in ["A", "B"] {
+        let rows = [
+            row(load, &format!("{load}-sms"), Destination::Sms, 1),
+            row(load, &format!("{load}-tms"), Destination::Tms, 1),
+        ];
+        s.events.append(load, &[sms(load, "e1", at(2026, 3, 9, 10))], 0, &rows).await.expect("append");
+    }
+    let day = NaiveDate::from_ymd_opt(2026, 3, 9).expect("a day");
+    let march = NaiveDate::from_ymd_opt(2026, 3, 1).expect("a month");
+    // A pending row: the day is refused, nothing dropped.
+    let refused = s.lifecycle.drop_outbox_day(day, at(2026, 1, 1, 0)).await;
+    assert!(matches!(refused, Err(StoreError::Refused(ref m)) if m.contains("pending")), "{refused:?}");
+    // Deliver A's rows, kill B's: the day goes, B's dead rows (recent) are kept.
+    let claimed = s.outbox.pending(10, at(2026, 3, 9, 11)).await.expect("claim");
+    assert_eq!(claimed.len(), 4);
+    for c in &claimed {
+        if c.load_id == "A" {
+            s.outbox.mark_dispatched(&c.id, c.claim_token, "r", at(2026, 3, 9, 11)).await.expect("mark");
+        } else {
+            let dead = load_agent_store::NextAttempt::Dead;
+            s.outbox
+                .mark_failed(&c.id, c.claim_token, "permanent", dead, at(2026, 3, 9, 11))
+                .await
+                .expect("bury");
+        }
+    }
+    let dropped = s.lifecycle.drop_outbox_day(day, at(2026, 1, 1, 0)).await.expect("drop the day");
+    assert_eq!((dropped.dropped, dropped.kept_dead), (2, 2));
+    let left = scalar_text(
+        &pool,
+        "SELECT tableoid::regclass::text || ':' || status FROM outbox WHERE load_id = $1",
+        "B",
+    )
+    .await;
+    assert_eq!(left, ["outbox_default:dead", "outbox_default:dead"], "the dead rows are kept");
+    assert!(s.outbox.rows_for_load("A").await.expect("rows").is_empty());
+    // Past the dead window they go with the default partition's expired rows.
+    let deleted = s
+        .lifecycle
+        .delete_expired_rows(at(2026, 9, 1, 0), &RetentionWindows::default())
+        .await
+        .expect("delete");
+    assert_eq!(deleted.outbox, 2);
+    assert!(s.outbox.rows_for_load("B").await.expect("rows").is_empty());
+
+    // Timers: a scheduled one holds the month.
+    let timer = TimerRow {
+        timer_id: "tmr:A:ask:eta_request:e1:1".into(),
+        load_id: "A".into(),
+        ask_id: "ask:eta_request:e1".into(),
+        attempt: 1,
+        fire_at: at(2026, 3, 9, 12),
+    };
+    s.timers.schedule(&timer).await.expect("schedule");
+    let refused = s.lifecycle.drop_timer_month(march).await;
+    assert!(matches!(refused, Err(StoreError::Refused(ref m)) if m.contains("scheduled")), "{refused:?}");
+    s.timers.mark_fired(std::slice::from_ref(&timer.timer_id), at(2026, 3, 9, 12)).await.expect("fire");
+    assert_eq!(s.lifecycle.drop_timer_month(march).await.expect("drop the timers month"), 1);
+
+    // The log: refused unless the archive holds exactly the month's loads at their versions.
+    s.events.append("A", &[sms("A", "e2", at(2026, 3, 20, 0))], 1, &[]).await.expect("a later entry");
+    for archived in [
+        vec![("A".to_owned(), 1), ("B".to_owned(), 1)], // A's later entry is not archived
+        vec![("A".to_owned(), 2)],                      // B is missing
+        vec![("A".to_owned(), 2), ("B".to_owned(), 1), ("C".to_owned(), 1)], // C is not in the store
+    ] {
+        let refused = s.lifecycle.drop_log_month(march, &archived).await;
+        assert!(matches!(refused, Err(StoreError::Refused(_))), "{archived:?}: {refused:?}");
+        assert_eq!(s.events.read("A").await.expect("read").1, 2, "nothing dropped");
+    }
+    let archived = vec![("A".to_owned(), 2), ("B".to_owned(), 1)];
+    assert_eq!(s.lifecycle.drop_log_month(march, &archived).await.expect("drop the month"), 3);
+    assert_eq!(s.events.read("A").await.expect("read").1, 0, "gone from the store");
+    assert!(s.events.load_ids(10).await.expect("ids").is_empty(), "the directory rows went too");
+    let refused = s.lifecycle.drop_log_month(march, &archived).await;
+    assert!(matches!(refused, Err(StoreError::Refused(ref m)) if m.contains("no partition")), "{refused:?}");
+    h.cleanup().await;
 }
