@@ -18,6 +18,10 @@
 //!   most `drain_timeout`, then their offsets are stored and committed before the partitions
 //!   are released. A run still going after the timeout is abandoned: its offset is not
 //!   committed, so the new owner runs it again and the event store recognizes the duplicate.
+//! - **Shutdown.** Drain (bounded), commit, then leave the group while its handler is alive
+//!   (unsubscribe, serve the revocation) before librdkafka's close, which runs on a thread of
+//!   its own with a deadline (`leave_group`, `close`): a revocation still queued at the close
+//!   could hang it forever.
 //! - **Backpressure.** A partition holding `max_buffered_per_partition` records (waiting or
 //!   running) is paused and resumed below half of that; the consumer keeps polling (group
 //!   membership and rebalances go on), so memory stays bounded by partitions × the bound plus
@@ -29,7 +33,7 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -190,6 +194,9 @@ struct Shared {
     config: ConsumerConfig,
     consumer: OnceLock<Weak<KafkaConsumer>>,
     counters: Counters,
+    /// Set when shutdown starts: its drain has had `drain_timeout`, so the revocations of
+    /// leaving the group do not wait for the same runs again.
+    stopping: AtomicBool,
 }
 
 impl Shared {
@@ -301,7 +308,9 @@ impl Shared {
         let started = Instant::now();
         // Waiting blocks this thread (the callback runs inside the poll); the runs are on other
         // worker threads. A current-thread runtime cannot run them meanwhile: do not wait there.
+        // At shutdown the drain already had its time (`stop`): do not wait for the same runs again.
         let (timeout, can_block) = match tokio::runtime::Handle::try_current() {
+            _ if self.stopping.load(Ordering::Relaxed) => (Duration::ZERO, false),
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {
                 (Duration::ZERO, false)
             }
@@ -483,6 +492,7 @@ pub async fn consume(
         config,
         consumer: OnceLock::new(),
         counters: Counters::default(),
+        stopping: AtomicBool::new(false),
     });
     let consumer: Arc<KafkaConsumer> =
         Arc::new(kafka.consumer_config().create_with_context(PartitionContext { shared: shared.clone() })?);
@@ -519,14 +529,99 @@ pub async fn consume(
     }
     stop(&shared, &consumer).await;
     let report = shared.counters.report();
-    // Leaving the group blocks (librdkafka's close); not on a runtime worker thread.
-    let _ = tokio::task::spawn_blocking(move || drop(consumer)).await;
+    leave_group(&consumer).await;
+    close(consumer).await;
     info!(?report, "consumer stopped");
     Ok(report)
 }
 
+/// How long leaving the group may take (unsubscribing and serving the revocation that follows).
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long librdkafka's close may take before the consumer is left behind.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Leaves the group while the group handler is alive: unsubscribes, then serves what the
+/// consumer queue holds (records are dropped: their partitions are closing) until the
+/// assignment is empty and the queue is quiet, for at most [`LEAVE_TIMEOUT`].
+///
+/// The loop stops polling when shutdown starts, so a revocation that a rebalance delivered
+/// meanwhile (another member left or joined while this one drained) is still queued. Closing
+/// the consumer with it queued is what hung: librdkafka's close clears that assignment itself
+/// and may finish terminating the group before the close loop hands the stale revocation to
+/// the rebalance callback, whose `rd_kafka_rebalance_protocol()` / `rd_kafka_assign()` then
+/// wait forever for a group handler that no longer answers (librdkafka issue 4041). After an
+/// unsubscribe the group handler stays alive, so every such call is answered, and the close
+/// that follows finds nothing assigned and nothing to revoke.
+async fn leave_group(consumer: &Arc<KafkaConsumer>) {
+    // A synchronous request to the group handler, which is alive until the close.
+    consumer.unsubscribe();
+    let deadline = tokio::time::Instant::now() + LEAVE_TIMEOUT;
+    let mut dropped = 0u64;
+    loop {
+        if tokio::time::Instant::now() >= deadline {
+            warn!(
+                timeout_s = LEAVE_TIMEOUT.as_secs(),
+                "leaving the group: partitions still assigned at the deadline; closing anyway"
+            );
+            break;
+        }
+        match tokio::time::timeout(Duration::from_millis(100), consumer.recv()).await {
+            // A record of a partition being given up: its next owner reads it again.
+            Ok(Ok(_)) => dropped += 1,
+            Ok(Err(e)) => debug!(error = %e, "consumer error while leaving the group"),
+            // Quiet: done once nothing is assigned any more.
+            Err(_) => match consumer.assignment() {
+                Ok(assigned) if assigned.count() == 0 => break,
+                Ok(_) => {}
+                Err(e) => {
+                    debug!(error = %e, "reading the assignment while leaving the group");
+                    break;
+                }
+            },
+        }
+    }
+    debug!(dropped, "left the group");
+}
+
+/// Closes the consumer (librdkafka's close: leave the group, stop the fetchers) on a thread of
+/// its own, waiting for it at most [`CLOSE_TIMEOUT`]: a close that librdkafka never completes
+/// leaves that thread behind with an error, rather than a consumer that never returns. The
+/// thread takes the last reference first, so the close never runs inside a run that was
+/// storing an offset under the state lock (the close's revocation takes that lock).
+async fn close(consumer: Arc<KafkaConsumer>) {
+    let (done, closed) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new().name("kafka-consumer-close".into()).spawn(move || {
+        let mut consumer = consumer;
+        // Runs upgrade their weak reference only for a moment (storing an offset, pausing).
+        let consumer = loop {
+            match Arc::try_unwrap(consumer) {
+                Ok(last) => break last,
+                Err(shared) => {
+                    consumer = shared;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        };
+        drop(consumer);
+        let _ = done.send(());
+    });
+    if let Err(e) = spawned {
+        // The closure, and with it the consumer, was dropped here.
+        warn!(error = %e, "no thread for closing the consumer: closed on this one");
+        return;
+    }
+    if tokio::time::timeout(CLOSE_TIMEOUT, closed).await.is_err() {
+        metrics::counter!("load_agent_consumer_close_timeouts_total").increment(1);
+        error!(
+            timeout_s = CLOSE_TIMEOUT.as_secs(),
+            "the Kafka consumer did not close in time; left behind (the group drops it after session.timeout.ms)"
+        );
+    }
+}
+
 /// Shutdown: start nothing new, drain the running records (bounded), store and commit.
 async fn stop(shared: &Arc<Shared>, consumer: &Arc<KafkaConsumer>) {
+    shared.stopping.store(true, Ordering::Relaxed);
     let dropped: usize = shared.lock().partitions.values_mut().map(|a| a.work.close()).sum();
     shared.counters.released.fetch_add(dropped as u64, Ordering::Relaxed);
     shared.closed.notify_waiters();

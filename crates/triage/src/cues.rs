@@ -1121,54 +1121,160 @@ pub(crate) const NEGATORS: &[&str] = &[
     "aint", "nobody", "nothing", "nada", "nunca", "ni", "without", "sin", "cannot",
 ];
 
-/// One lexicon pattern, split once.
-struct Pattern {
-    cue: Cue,
-    /// Tokens after the first.
+/// The words of a message as the phrase matchers read them: the texts of its tokens without the
+/// sentence marks `.` and `!`. Built once per message and read by both the cue lexicon and the
+/// stop-request guard ([`crate::guard`]), which also reads past commas ([`Gaps::Commas`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Words<'a> {
+    texts: Vec<&'a str>,
+}
+
+/// What may stand between the words of a phrase, and between a phrase and the words around it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gaps {
+    /// Nothing: every word counts (the cue lexicon).
+    None,
+    /// Commas: "stop, texting" reads as "stop texting" (the stop-request guard).
+    Commas,
+}
+
+impl<'a> Words<'a> {
+    pub(crate) fn of(toks: &[Tok<'a>]) -> Self {
+        let texts = toks
+            .iter()
+            .filter(|t| !(t.kind == TokKind::Sym && matches!(t.text, "." | "!")))
+            .map(|t| t.text)
+            .collect();
+        Words { texts }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.texts.len()
+    }
+
+    pub(crate) fn get(&self, at: usize) -> Option<&'a str> {
+        self.texts.get(at).copied()
+    }
+
+    /// Whether `gaps` passes over the word at `at` (only commas, which lex as symbols alone).
+    fn skipped(&self, at: usize, gaps: Gaps) -> bool {
+        gaps == Gaps::Commas && self.texts[at] == ","
+    }
+
+    /// The first word at or after `from` that `gaps` does not pass over.
+    pub(crate) fn next_from(&self, from: usize, gaps: Gaps) -> Option<usize> {
+        (from..self.texts.len()).find(|&at| !self.skipped(at, gaps))
+    }
+
+    /// Whether one of the `n` words before `at` (counted as `gaps` reads them) negates what
+    /// follows ("still not loaded", "I never said stop texting").
+    pub(crate) fn negated_before(&self, at: usize, n: usize, gaps: Gaps) -> bool {
+        match gaps {
+            Gaps::None => self.texts[at.saturating_sub(n)..at].iter().any(|t| NEGATORS.contains(t)),
+            Gaps::Commas => (0..at)
+                .rev()
+                .filter(|&i| !self.skipped(i, gaps))
+                .take(n)
+                .any(|i| NEGATORS.contains(&self.texts[i])),
+        }
+    }
+}
+
+/// One phrase of a [`PhraseIndex`], split once.
+struct Phrase<T> {
+    value: T,
+    /// Words after the first.
     rest: Vec<&'static str>,
-    /// Matches only at the first token.
+    /// Matches only at the first word.
     anchored: bool,
 }
 
-/// The lexicon indexed by first token, built once: matching a message costs
-/// one hash lookup per token instead of a scan of every pattern.
+/// Phrases of normalized words indexed by their first word, built once: matching a message
+/// costs one hash lookup per word instead of a scan of every phrase. The cue lexicon and the
+/// stop-request guard each build one; `T` is what a phrase stands for.
+pub(crate) struct PhraseIndex<T> {
+    by_first: HashMap<&'static str, Vec<Phrase<T>>>,
+}
+
+impl<T> PhraseIndex<T> {
+    pub(crate) fn new() -> Self {
+        PhraseIndex { by_first: HashMap::new() }
+    }
+
+    /// Adds `phrase` (words separated by single spaces; a leading `^` anchors it at the first
+    /// word of a message).
+    pub(crate) fn insert(&mut self, phrase: &'static str, value: T) {
+        let (anchored, phrase) = match phrase.strip_prefix('^') {
+            Some(rest) => (true, rest),
+            None => (false, phrase),
+        };
+        let mut words = phrase.split(' ');
+        let first = words.next().unwrap_or_default();
+        let rest = words.collect();
+        self.by_first.entry(first).or_default().push(Phrase { value, rest, anchored });
+    }
+
+    /// The phrases that begin at word `at` of `words`, each with the position of its last word.
+    pub(crate) fn matches_at<'s>(
+        &'s self,
+        words: &'s Words<'_>,
+        at: usize,
+        gaps: Gaps,
+    ) -> impl Iterator<Item = (&'s T, usize)> + 's {
+        let candidates = words.get(at).and_then(|first| self.by_first.get(first));
+        candidates.into_iter().flatten().filter_map(move |p| {
+            if p.anchored && at != 0 {
+                return None;
+            }
+            let last = match gaps {
+                Gaps::None => {
+                    let end = at + 1 + p.rest.len();
+                    (words.texts.get(at + 1..end)? == p.rest.as_slice()).then_some(end - 1)?
+                }
+                Gaps::Commas => {
+                    let mut last = at;
+                    for &word in &p.rest {
+                        last = words.next_from(last + 1, gaps)?;
+                        if words.texts[last] != word {
+                            return None;
+                        }
+                    }
+                    last
+                }
+            };
+            Some((&p.value, last))
+        })
+    }
+}
+
+/// The lexicon compiled once: its phrases by first word, and its prefix patterns.
 struct Compiled {
-    by_first: HashMap<&'static str, Vec<Pattern>>,
-    /// Single-word prefix patterns (`damag*`), checked against every token.
+    phrases: PhraseIndex<Cue>,
+    /// Single-word prefix patterns (`damag*`), checked against every word.
     prefixes: Vec<(Cue, &'static str)>,
 }
 
 fn compiled() -> &'static Compiled {
     static COMPILED: OnceLock<Compiled> = OnceLock::new();
     COMPILED.get_or_init(|| {
-        let mut by_first: HashMap<&'static str, Vec<Pattern>> = HashMap::new();
+        let mut phrases = PhraseIndex::new();
         let mut prefixes = Vec::new();
         for &(cue, patterns) in LEXICON {
             for &pattern in patterns {
-                let (anchored, pattern) = match pattern.strip_prefix('^') {
-                    Some(rest) => (true, rest),
-                    None => (false, pattern),
-                };
-                let mut parts = pattern.split(' ');
-                let first = parts.next().unwrap_or_default();
-                let rest: Vec<&'static str> = parts.collect();
-                match first.strip_suffix('*') {
-                    Some(prefix) if rest.is_empty() => prefixes.push((cue, prefix)),
-                    _ => by_first.entry(first).or_default().push(Pattern { cue, rest, anchored }),
+                // A single word ending in `*` matches by prefix, anchored or not.
+                let unanchored = pattern.strip_prefix('^').unwrap_or(pattern);
+                match unanchored.strip_suffix('*') {
+                    Some(prefix) if !unanchored.contains(' ') => prefixes.push((cue, prefix)),
+                    _ => phrases.insert(pattern, cue),
                 }
             }
         }
-        Compiled { by_first, prefixes }
+        Compiled { phrases, prefixes }
     })
 }
 
-/// The cue families present in the tokens, each once, in [`Cue`] order.
-pub(crate) fn cues_in(toks: &[Tok<'_>]) -> Vec<CueHit> {
-    let texts: Vec<&str> = toks
-        .iter()
-        .filter(|t| !(t.kind == TokKind::Sym && matches!(t.text, "." | "!")))
-        .map(|t| t.text)
-        .collect();
+/// The cue families present in the words, each once, in [`Cue`] order.
+pub(crate) fn cues_in(words: &Words<'_>) -> Vec<CueHit> {
     let lexicon = compiled();
     // First match position per cue family.
     let mut first: [Option<usize>; Cue::COUNT] = [None; Cue::COUNT];
@@ -1178,14 +1284,9 @@ pub(crate) fn cues_in(toks: &[Tok<'_>]) -> Vec<CueHit> {
             *slot = Some(at);
         }
     };
-    for (i, text) in texts.iter().enumerate() {
-        if let Some(patterns) = lexicon.by_first.get(text) {
-            for p in patterns {
-                let rest_matches = texts.get(i + 1..i + 1 + p.rest.len()) == Some(p.rest.as_slice());
-                if rest_matches && (!p.anchored || i == 0) {
-                    record(p.cue, i);
-                }
-            }
+    for (i, text) in words.texts.iter().enumerate() {
+        for (&cue, _) in lexicon.phrases.matches_at(words, i, Gaps::None) {
+            record(cue, i);
         }
         for &(cue, prefix) in &lexicon.prefixes {
             if text.starts_with(prefix) {
@@ -1198,11 +1299,7 @@ pub(crate) fn cues_in(toks: &[Tok<'_>]) -> Vec<CueHit> {
         .zip(first)
         .filter_map(|(&cue, at)| {
             let at = at?;
-            Some(CueHit {
-                cue,
-                at_start: at < 2,
-                negated: texts[at.saturating_sub(3)..at].iter().any(|t| NEGATORS.contains(t)),
-            })
+            Some(CueHit { cue, at_start: at < 2, negated: words.negated_before(at, 3, Gaps::None) })
         })
         .collect()
 }
@@ -1214,7 +1311,7 @@ mod tests {
 
     fn cues(s: &str) -> Vec<Cue> {
         let n = normalize(s);
-        cues_in(&lex(&n)).into_iter().map(|h| h.cue).collect()
+        cues_in(&Words::of(&lex(&n))).into_iter().map(|h| h.cue).collect()
     }
 
     #[test]
@@ -1240,7 +1337,7 @@ mod tests {
         assert!(cues("STOP").contains(&Cue::OptOut));
         assert!(!cues("im at the stop").contains(&Cue::OptOut));
         let n = normalize("is that ok");
-        let hits = cues_in(&lex(&n));
+        let hits = cues_in(&Words::of(&lex(&n)));
         assert!(hits.iter().any(|h| h.cue == Cue::Ack && !h.at_start));
     }
 }

@@ -27,7 +27,7 @@
 //! which are binary.
 
 use crate::body::{self, Shape};
-use crate::cues::{Cue, NEGATORS, cues_in};
+use crate::cues::{Cue, NEGATORS, Words, cues_in};
 use crate::extract::{
     EtaValue, StopRef, TempEvidence, TempReading, eta_from_tokens, has_delay, stop_from_tokens,
     temperature_from_tokens,
@@ -81,6 +81,8 @@ pub(crate) fn featurize(input: &TriageInput<'_>, out: &mut Features) -> Analysis
     let (body, shape) = body::split(input.text);
     let norm = normalize(&body);
     let toks = lex(&norm);
+    // The words the phrase matchers read, once for the cues and the stop-request guard.
+    let words = Words::of(&toks);
     let hint = input.lang.and_then(|l| l.parse::<Lang>().ok());
     let analysis = Analysis {
         lang: lang::detect(&toks, hint),
@@ -88,13 +90,13 @@ pub(crate) fn featurize(input: &TriageInput<'_>, out: &mut Features) -> Analysis
         temperature: temperature_from_tokens(&toks),
         stop: stop_from_tokens(&toks),
         delay: has_delay(&toks),
-        asks_to_stop: guard::asks_to_stop(&toks),
+        asks_to_stop: guard::asks_to_stop(&words),
     };
 
     let forms: Vec<Form<'_>> = toks.iter().map(Form::of).collect();
     word_features(&forms, out);
     char_features(&forms, out);
-    handcrafted_features(input, &body, &toks, &analysis, out);
+    handcrafted_features(input, &body, &toks, &words, &analysis, out);
     shape_features(shape, out);
     analysis
 }
@@ -247,6 +249,7 @@ fn handcrafted_features(
     input: &TriageInput<'_>,
     body: &str,
     toks: &[Tok<'_>],
+    words: &Words<'_>,
     analysis: &Analysis,
     out: &mut Features,
 ) {
@@ -325,7 +328,7 @@ fn handcrafted_features(
     }
     flag(b'h', &["lang", analysis.lang.as_str()]);
 
-    let cues = cues_in(toks);
+    let cues = cues_in(words);
     let questionish = question || cues.iter().any(|h| h.cue == Cue::Question);
     for hit in &cues {
         let name = hit.cue.name();

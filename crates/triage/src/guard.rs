@@ -14,13 +14,14 @@
 //! The list is deliberately narrow: explicit requests and explicit statements, not the model's
 //! broad opt-out cue family (`spam`, `block`, `no more`, a leading `stop`), which are common in
 //! ordinary messages ("stop 3 done", "no more delays"). Phrases are sequences of normalized
-//! tokens ([`crate::text`]): lowercase, accents folded, apostrophes dropped.
+//! tokens ([`crate::text`]): lowercase, accents folded, apostrophes dropped. They are matched by
+//! the cue lexicon's phrase index ([`crate::cues::PhraseIndex`]) over the message's words as
+//! the features read them ([`crate::cues::Words`], built once per message), but the guard adds
+//! nothing to the features: the model never sees these lists.
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crate::cues::NEGATORS;
-use crate::text::{Tok, TokKind};
+use crate::cues::{Gaps, PhraseIndex, Words};
 
 /// Explicit requests to stop the messages, English and Spanish.
 const STOP_REQUESTS: &[&str] = &[
@@ -164,39 +165,37 @@ const WRONG_PERSON: &[&str] = &[
 /// phone ("the wrong number on the BOL", "wrong # in the PO").
 const DOCUMENT_FOLLOWERS: &[&str] = &["on", "in", "of"];
 
-/// Phrases indexed by their first token, built once.
-fn phrases() -> &'static HashMap<&'static str, Vec<Vec<&'static str>>> {
-    static PHRASES: OnceLock<HashMap<&'static str, Vec<Vec<&'static str>>>> = OnceLock::new();
+/// The phrases of both lists in one index, built once; each knows whether it ends in "number"
+/// or "#" (and so may be about a document).
+fn phrases() -> &'static PhraseIndex<EndsInNumber> {
+    static PHRASES: OnceLock<PhraseIndex<EndsInNumber>> = OnceLock::new();
     PHRASES.get_or_init(|| {
-        let mut by_first: HashMap<&'static str, Vec<Vec<&'static str>>> = HashMap::new();
-        for phrase in STOP_REQUESTS.iter().chain(WRONG_PERSON) {
-            let words: Vec<&'static str> = phrase.split(' ').collect();
-            by_first.entry(words[0]).or_default().push(words);
+        let mut index = PhraseIndex::new();
+        for &phrase in STOP_REQUESTS.iter().chain(WRONG_PERSON) {
+            let last = phrase.rsplit(' ').next();
+            index.insert(phrase, EndsInNumber(matches!(last, Some("number" | "#"))));
         }
-        by_first
+        index
     })
 }
 
-/// Whether the tokens of a message's new text hold an explicit stop request or wrong-person
+/// Whether a phrase ends in "number" or "#".
+struct EndsInNumber(bool);
+
+/// Whether the words of a message's new text hold an explicit stop request or wrong-person
 /// statement that no negator in the two words before it turns around ("I never said stop
-/// texting" is not one; "dont text me" is, its own negator being part of the phrase).
-pub(crate) fn asks_to_stop(toks: &[Tok<'_>]) -> bool {
-    let texts: Vec<&str> = toks
-        .iter()
-        .filter(|t| !(t.kind == TokKind::Sym && matches!(t.text, "." | "!" | ",")))
-        .map(|t| t.text)
-        .collect();
+/// texting" is not one; "dont text me" is, its own negator being part of the phrase). Commas
+/// do not count as words here: "stop, texting" is a request.
+pub(crate) fn asks_to_stop(words: &Words<'_>) -> bool {
     let phrases = phrases();
-    texts.iter().enumerate().any(|(i, first)| {
-        phrases.get(first).is_some_and(|candidates| {
-            candidates.iter().any(|words| {
-                let end = i + words.len();
-                let about_a_document = matches!(words.last(), Some(&("number" | "#")))
-                    && texts.get(end).is_some_and(|next| DOCUMENT_FOLLOWERS.contains(next));
-                texts.get(i..end) == Some(words.as_slice())
-                    && !about_a_document
-                    && !texts[i.saturating_sub(2)..i].iter().any(|t| NEGATORS.contains(t))
-            })
+    (0..words.len()).any(|at| {
+        phrases.matches_at(words, at, Gaps::Commas).any(|(ends_in_number, last)| {
+            let about_a_document = ends_in_number.0
+                && words
+                    .next_from(last + 1, Gaps::Commas)
+                    .and_then(|next| words.get(next))
+                    .is_some_and(|next| DOCUMENT_FOLLOWERS.contains(&next));
+            !about_a_document && !words.negated_before(at, 2, Gaps::Commas)
         })
     })
 }
@@ -208,7 +207,7 @@ mod tests {
 
     fn asks(s: &str) -> bool {
         let n = normalize(s);
-        asks_to_stop(&lex(&n))
+        asks_to_stop(&Words::of(&lex(&n)))
     }
 
     #[test]
@@ -221,6 +220,16 @@ mod tests {
         assert!(asks("I don't drive for Rojas Trucking anymore"));
         assert!(asks("este numero ya no es de el"));
         assert!(asks("wrong #"));
+    }
+
+    #[test]
+    fn commas_are_not_words_to_the_guard() {
+        // The cue lexicon reads a comma as a word; the guard reads past it, in the phrase, in
+        // the two words before it and in the word after it.
+        assert!(asks("stop, texting me"));
+        assert!(asks("remove , me"));
+        assert!(!asks("no, remove me"));
+        assert!(!asks("shipper put the wrong number, on the BOL"));
     }
 
     #[test]

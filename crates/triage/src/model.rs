@@ -88,7 +88,7 @@ pub fn abstain_reason(
 pub fn asks_to_stop(text: &str) -> bool {
     let (body, _) = crate::body::split(text);
     let norm = crate::text::normalize(&body);
-    crate::guard::asks_to_stop(&crate::text::lex(&norm))
+    crate::guard::asks_to_stop(&crate::cues::Words::of(&crate::text::lex(&norm)))
 }
 
 /// The open-ask type under which a bare number is a reefer reading.
