@@ -54,7 +54,10 @@ pub const METRICS: &[(&str, &str)] = &[
     ("load_agent_relay_sends_total", "Relay sends, by destination and result."),
     ("load_agent_duplicate_action_keys_total", "Decisions that reused a committed action key."),
     ("load_agent_ops_alerts_total", "Ops alerts (Hero-channel and internal action failures)."),
-    ("load_agent_consumer_close_timeouts_total", "Kafka consumer closes librdkafka did not complete in 30 s."),
+    (
+        "load_agent_consumer_close_timeouts_total",
+        "Kafka consumer closes librdkafka did not complete in 30 s.",
+    ),
     ("load_agent_partition_failures_total", "Runs that could not make the partitions ahead (Postgres)."),
     (
         "load_agent_retention_failures_total",

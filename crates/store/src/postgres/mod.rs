@@ -86,10 +86,14 @@ impl PgStore {
         options: &StoreOptions,
         schema: Option<String>,
     ) -> Result<Self, StoreError> {
+        // Generic plans: a custom plan of a statement over partitioned tables is planned again at
+        // every execution, over every partition (2-3 ms for the claim); a generic plan is planned
+        // once per connection and prunes partitions when it runs (docs/performance.md,
+        // "Partitioned store").
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.acquire_timeout)
-            .connect_with(connect.clone())
+            .connect_with(connect.clone().options([("plan_cache_mode", "force_generic_plan")]))
             .await?;
         MIGRATOR.run(&pool).await?;
         let lease = options.lease_delta()?;
