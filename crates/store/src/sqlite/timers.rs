@@ -117,10 +117,10 @@ impl SqliteStore {
         let outbox: i64 = sqlx::query_scalar(EXPIRED_OUTBOX_COUNT)
             .bind(&dispatched_before)
             .bind(&dead_before)
-            .fetch_one(self.readers())
+            .fetch_one(&self.readers)
             .await?;
         let timers: i64 =
-            sqlx::query_scalar(EXPIRED_TIMERS_COUNT).bind(&timers_before).fetch_one(self.readers()).await?;
+            sqlx::query_scalar(EXPIRED_TIMERS_COUNT).bind(&timers_before).fetch_one(&self.readers).await?;
         let op = TimerOp::DeleteExpired { dispatched_before, dead_before, timers_before };
         self.write(|reply| WriteCmd::Timer { op, reply }).await??;
         Ok(crate::lifecycle::DeletedRows {
