@@ -48,13 +48,9 @@ fn copy_log(template_id: &str, template: &[LogEntry], load_id: &str, times: usiz
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement: about a minute on Postgres (docs/capacity.md)"]
-async fn archive_1000_realistic_loads_from_postgres() {
-    let loads = env_usize("LOADS", 1000);
-    let per_load = env_usize("ENTRIES_PER_LOAD", 230);
-
-    // The templates: the sample traffic, replayed once.
+/// The logs to copy: the sample traffic, replayed once through the agent (loads of 4 entries or
+/// more), each with its load id.
+async fn templates() -> Vec<(String, Vec<LogEntry>)> {
     let scratch = open_store("sqlite::memory:").await.expect("SQLite");
     let dump = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../evals/dumps/sample.jsonl");
     load_agent_kafka::replay_records(load_agent_kafka::read_dump(&dump).expect("dump"), scratch.clone())
@@ -67,6 +63,16 @@ async fn archive_1000_realistic_loads_from_postgres() {
             templates.push((id, entries));
         }
     }
+    templates
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: about a minute on Postgres (docs/capacity.md)"]
+async fn archive_1000_realistic_loads_from_postgres() {
+    let loads = env_usize("LOADS", 1000);
+    let per_load = env_usize("ENTRIES_PER_LOAD", 230);
+
+    let templates = templates().await;
 
     let url =
         std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
@@ -161,18 +167,7 @@ async fn a_month_among_a_million_loads() {
     let million = env_usize("MILLION", 1_000_000);
     let per_load = env_usize("ENTRIES_PER_LOAD", 230);
 
-    let scratch = open_store("sqlite::memory:").await.expect("SQLite");
-    let dump = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../evals/dumps/sample.jsonl");
-    load_agent_kafka::replay_records(load_agent_kafka::read_dump(&dump).expect("dump"), scratch.clone())
-        .await
-        .expect("replay");
-    let mut templates = Vec::new();
-    for id in scratch.events.load_ids(usize::MAX).await.expect("ids") {
-        let (entries, _) = scratch.events.read(&id).await.expect("read");
-        if entries.len() >= 4 {
-            templates.push((id, entries));
-        }
-    }
+    let templates = templates().await;
     let first_at = templates[0].1[0].recorded_at();
     let month = first_at.date_naive().with_day(1).expect("a month's first day");
 

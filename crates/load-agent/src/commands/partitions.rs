@@ -8,7 +8,7 @@
 use chrono::Utc;
 use clap::{Args, Subcommand};
 
-use crate::commands::store_cmds::{open, runtime};
+use crate::commands::store_cmds::with_store;
 use crate::config::Settings;
 
 #[derive(Debug, Subcommand)]
@@ -31,15 +31,7 @@ pub struct EnsureArgs {
 }
 
 pub fn run(settings: &Settings, command: PartitionsCommand) -> u8 {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
-    rt.block_on(async {
-        let stores = match open(settings).await {
-            Ok(s) => s,
-            Err(c) => return c,
-        };
+    with_store(settings, |stores| async move {
         if !stores.lifecycle.partitioned() {
             println!("{} is not partitioned (SQLite): nothing to do", settings.database.url.masked());
             return 0;

@@ -231,25 +231,7 @@ mod imp {
         if let Err(c) = pipeline.spawn(role, &mut tasks, &shutdown) {
             return c;
         }
-        tasks.spawn(telemetry::sample_store_gauges(
-            stores.clone(),
-            Duration::from_secs(10),
-            shutdown.clone(),
-        ));
-        tasks.spawn(telemetry::keep_partitions(
-            stores.clone(),
-            settings.lifecycle.plan(),
-            Duration::from_secs(u64::from(settings.lifecycle.check_secs)),
-            shutdown.clone(),
-        ));
-        if settings.lifecycle.retention_secs > 0 {
-            tasks.spawn(crate::commands::retention::keep_retention(
-                stores.clone(),
-                crate::commands::retention::RetentionConfig::from_settings(settings, false),
-                Duration::from_secs(u64::from(settings.lifecycle.retention_secs)),
-                shutdown.clone(),
-            ));
-        }
+        crate::commands::retention::spawn_store_jobs(&mut tasks, &stores, settings, &shutdown);
         let ready = Arc::new(AtomicBool::new(true));
         let token = Some(settings.http.token.expose().to_string()).filter(|t| !t.is_empty());
         let state = HttpState {

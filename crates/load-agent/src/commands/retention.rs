@@ -14,7 +14,7 @@ use load_agent_archive::{
 };
 use load_agent_store::{ExpiredPartition, PartitionedTable, RetentionWindows, StoreError, Stores, expired};
 
-use crate::commands::store_cmds::{open, runtime};
+use crate::commands::store_cmds::with_store;
 use crate::config::Settings;
 
 #[derive(Debug, Args)]
@@ -229,15 +229,7 @@ async fn archive_and_verify(
 }
 
 pub fn run(settings: &Settings, args: RunArgs) -> u8 {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
-    rt.block_on(async {
-        let stores = match open(settings).await {
-            Ok(s) => s,
-            Err(c) => return c,
-        };
+    with_store(settings, |stores| async move {
         let config = RetentionConfig::from_settings(settings, args.dry_run);
         let report = run_retention(&stores, &config, Utc::now()).await;
         print_report(&report, args.dry_run);
@@ -283,5 +275,35 @@ pub async fn keep_retention(
                 }
             }
         }
+    }
+}
+
+/// The store's background jobs of every service process: the store gauges every 10 s, the
+/// partitions ahead every `lifecycle.check_secs`, retention every `lifecycle.retention_secs`.
+pub fn spawn_store_jobs(
+    tasks: &mut tokio::task::JoinSet<()>,
+    stores: &Stores,
+    settings: &Settings,
+    shutdown: &load_agent_runtime::Shutdown,
+) {
+    use std::time::Duration;
+    tasks.spawn(crate::telemetry::sample_store_gauges(
+        stores.clone(),
+        Duration::from_secs(10),
+        shutdown.clone(),
+    ));
+    tasks.spawn(crate::telemetry::keep_partitions(
+        stores.clone(),
+        settings.lifecycle.plan(),
+        Duration::from_secs(u64::from(settings.lifecycle.check_secs)),
+        shutdown.clone(),
+    ));
+    if settings.lifecycle.retention_secs > 0 {
+        tasks.spawn(keep_retention(
+            stores.clone(),
+            RetentionConfig::from_settings(settings, false),
+            Duration::from_secs(u64::from(settings.lifecycle.retention_secs)),
+            shutdown.clone(),
+        ));
     }
 }

@@ -160,21 +160,7 @@ async fn serve_embedded(settings: &Settings) -> u8 {
     let rt = embedded_runtime(settings, &stores, parts, clock, fakes);
     let (trigger, shutdown) = shutdown_channel();
     let mut tasks = rt.spawn_loops(settings.worker.concurrency, Arc::new(LogDeadLetters), shutdown.clone());
-    tasks.spawn(telemetry::sample_store_gauges(stores.clone(), Duration::from_secs(10), shutdown.clone()));
-    tasks.spawn(telemetry::keep_partitions(
-        stores.clone(),
-        settings.lifecycle.plan(),
-        Duration::from_secs(u64::from(settings.lifecycle.check_secs)),
-        shutdown.clone(),
-    ));
-    if settings.lifecycle.retention_secs > 0 {
-        tasks.spawn(crate::commands::retention::keep_retention(
-            stores.clone(),
-            crate::commands::retention::RetentionConfig::from_settings(settings, false),
-            Duration::from_secs(u64::from(settings.lifecycle.retention_secs)),
-            shutdown.clone(),
-        ));
-    }
+    crate::commands::retention::spawn_store_jobs(&mut tasks, &stores, settings, &shutdown);
 
     let publish_rt = rt.clone();
     let publish: Publish = Arc::new(move |event| {

@@ -30,6 +30,25 @@ pub async fn open(settings: &Settings) -> Result<Stores, u8> {
     })
 }
 
+/// Runs a one-shot command on the settings' store: a runtime, the store opened (its errors
+/// printed, exit 1), then `command`'s exit code.
+pub fn with_store<F, Fut>(settings: &Settings, command: F) -> u8
+where
+    F: FnOnce(Stores) -> Fut,
+    Fut: std::future::Future<Output = u8>,
+{
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(c) => return c,
+    };
+    rt.block_on(async {
+        match open(settings).await {
+            Ok(stores) => command(stores).await,
+            Err(c) => c,
+        }
+    })
+}
+
 /// `load-agent migrate`: applies the migrations not applied yet.
 pub fn run_migrate(settings: &Settings) -> u8 {
     let rt = match runtime() {
