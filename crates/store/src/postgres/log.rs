@@ -22,7 +22,8 @@ use crate::outbox::NewOutboxRow;
 /// insert the outbox rows) in a single round trip.
 ///
 /// The log is partitioned by the load's month (migrations 0004): the month comes from the
-/// directory `load_months` (an init plan, so only that partition is scanned), and a load's first
+/// directory `load_months`, looked up once (`dir`; an init plan, so Postgres prunes the other
+/// partitions when the statement runs), and a load's first
 /// append writes its directory row (the month of its first entry). Two first appends of one load
 /// collide on `load_months_pkey` even when their entries fall in different months.
 const APPEND: &str = r#"
@@ -30,11 +31,11 @@ WITH dir AS (
     SELECT (SELECT load_month FROM load_months WHERE load_id = $1) AS m
 ), cur AS (
     SELECT coalesce(max(seq), 0)::int8 AS v FROM log_entries
-    WHERE load_id = $1 AND load_month = (SELECT load_month FROM load_months WHERE load_id = $1)
+    WHERE load_id = $1 AND load_month = (SELECT m FROM dir)
 ), dup_entry AS (
     SELECT (SELECT e.id FROM UNNEST($3::text[]) WITH ORDINALITY AS e(id, n)
             WHERE EXISTS (SELECT 1 FROM log_entries l WHERE l.load_id = $1 AND l.entry_id = e.id
-                          AND l.load_month = (SELECT load_month FROM load_months WHERE load_id = $1))
+                          AND l.load_month = (SELECT m FROM dir))
             ORDER BY e.n LIMIT 1) AS id
 ), month AS (
     SELECT coalesce(dir.m, date_trunc('month', ($5::timestamptz[])[1] AT TIME ZONE 'UTC')::date) AS m FROM dir
