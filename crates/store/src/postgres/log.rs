@@ -23,9 +23,9 @@ use crate::outbox::NewOutboxRow;
 ///
 /// The log is partitioned by the load's month (migrations 0004): the month comes from the
 /// directory `load_months`, looked up once (`dir`; an init plan, so Postgres prunes the other
-/// partitions when the statement runs), and a load's first
-/// append writes its directory row (the month of its first entry). Two first appends of one load
-/// collide on `load_months_pkey` even when their entries fall in different months.
+/// partitions when the statement runs), and a load's first append writes its directory row (the
+/// month of its first entry). Two first appends of one load collide on `load_months_pkey` even
+/// when their entries fall in different months.
 const APPEND: &str = r#"
 WITH dir AS (
     SELECT (SELECT load_month FROM load_months WHERE load_id = $1) AS m
