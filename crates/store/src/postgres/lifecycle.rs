@@ -57,6 +57,22 @@ fn refusal(e: sqlx::Error) -> StoreError {
     e.into()
 }
 
+/// Runs a batched `DELETE` (each `statement()` deletes at most [`DELETE_BATCH`] rows) until a
+/// batch comes back short; returns the rows deleted.
+async fn delete_in_batches<'q>(
+    pool: &sqlx::PgPool,
+    statement: impl Fn() -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+) -> Result<u64, sqlx::Error> {
+    let mut deleted = 0;
+    loop {
+        let n = statement().execute(pool).await?.rows_affected();
+        deleted += n;
+        if n < DELETE_BATCH.unsigned_abs() {
+            return Ok(deleted);
+        }
+    }
+}
+
 fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
@@ -184,32 +200,14 @@ impl Lifecycle for PgStore {
         let dispatched_before = now - chrono::TimeDelta::days(i64::from(windows.dispatched_days));
         let dead_before = now - chrono::TimeDelta::days(i64::from(windows.dead_days));
         let timers_before = now - chrono::TimeDelta::days(i64::from(windows.timer_days));
-        let mut deleted = DeletedRows::default();
-        loop {
-            let n = sqlx::query(DELETE_OUTBOX_DEFAULT)
-                .bind(dispatched_before)
-                .bind(dead_before)
-                .bind(DELETE_BATCH)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
-            deleted.outbox += n;
-            if n < DELETE_BATCH.unsigned_abs() {
-                break;
-            }
-        }
-        loop {
-            let n = sqlx::query(DELETE_TIMERS_DEFAULT)
-                .bind(timers_before)
-                .bind(DELETE_BATCH)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
-            deleted.timers += n;
-            if n < DELETE_BATCH.unsigned_abs() {
-                break;
-            }
-        }
-        Ok(deleted)
+        let outbox = delete_in_batches(&self.pool, || {
+            sqlx::query(DELETE_OUTBOX_DEFAULT).bind(dispatched_before).bind(dead_before).bind(DELETE_BATCH)
+        })
+        .await?;
+        let timers = delete_in_batches(&self.pool, || {
+            sqlx::query(DELETE_TIMERS_DEFAULT).bind(timers_before).bind(DELETE_BATCH)
+        })
+        .await?;
+        Ok(DeletedRows { outbox, timers })
     }
 }
