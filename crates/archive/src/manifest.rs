@@ -75,6 +75,12 @@ impl Manifest {
         self.files.iter().flat_map(|f| f.loads.iter().map(|l| l.load_id.as_str()))
     }
 
+    /// Each load the archive holds with its last seq (its version): what a retention drop
+    /// checks the store's month against.
+    pub fn load_versions(&self) -> Vec<(String, u64)> {
+        self.files.iter().flat_map(|f| f.loads.iter().map(|l| (l.load_id.clone(), l.last_seq))).collect()
+    }
+
     /// Checks what a manifest must hold to be trusted: the format, unique file names and load
     /// ids, entry counts that add up, seqs `1..=n` per load. Returns the first thing wrong.
     pub fn check(&self) -> Result<(), String> {

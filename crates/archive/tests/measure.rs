@@ -66,6 +66,35 @@ async fn templates() -> Vec<(String, Vec<LogEntry>)> {
     templates
 }
 
+/// Appends `log` to `load_id` in appends of at most 1,000 entries.
+async fn append_log(stores: &load_agent_store::Stores, load_id: &str, log: &[LogEntry]) {
+    let mut version = 0;
+    for chunk in log.chunks(1000) {
+        version = stores.events.append(load_id, chunk, version, &[]).await.expect("append");
+    }
+}
+
+/// Exports `ids` to a fresh directory and verifies the archive against the store, timing both:
+/// the directory (kept until dropped), the manifest, the archive, export and verify times.
+async fn export_and_verify(
+    stores: &load_agent_store::Stores,
+    ids: &[String],
+    exported_at: chrono::DateTime<Utc>,
+) -> (tempfile::TempDir, load_agent_archive::Manifest, Archive, std::time::Duration, std::time::Duration) {
+    let dir = tempfile::tempdir().expect("a directory");
+    let location = ArchiveLocation::parse(&dir.path().display().to_string(), false).expect("location");
+    let options = ExportOptions::new("measure", exported_at);
+    let started = Instant::now();
+    let manifest = export(stores.events.as_ref(), ids, &location, &options).await.expect("export");
+    let exported = started.elapsed();
+    let started = Instant::now();
+    let archive = Archive::open(location).await.expect("open");
+    let report = archive.verify(Some(stores.events.as_ref())).await.expect("verify");
+    let verified = started.elapsed();
+    assert!(report.is_ok(), "{:?}", report.findings);
+    (dir, manifest, archive, exported, verified)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: about a minute on Postgres (docs/capacity.md)"]
 async fn archive_1000_realistic_loads_from_postgres() {
@@ -92,27 +121,13 @@ async fn archive_1000_realistic_loads_from_postgres() {
             body_bytes += load_agent_avro::log_entry::encode_log_entry(e).1.len();
         }
         entries_total += log.len();
-        let mut version = 0;
-        for chunk in log.chunks(1000) {
-            version = stores.events.append(&load_id, chunk, version, &[]).await.expect("append");
-        }
+        append_log(&stores, &load_id, &log).await;
         ids.push(load_id);
     }
     let filled = started.elapsed();
 
-    let dir = tempfile::tempdir().expect("a directory");
-    let location = ArchiveLocation::parse(&dir.path().display().to_string(), false).expect("location");
-    let options =
-        ExportOptions::new("measure", Utc.with_ymd_and_hms(2027, 4, 1, 0, 0, 0).single().expect("time"));
-    let started = Instant::now();
-    let manifest = export(stores.events.as_ref(), &ids, &location, &options).await.expect("export");
-    let exported = started.elapsed();
-
-    let started = Instant::now();
-    let archive = Archive::open(location).await.expect("open");
-    let report = archive.verify(Some(stores.events.as_ref())).await.expect("verify");
-    let verified = started.elapsed();
-    assert!(report.is_ok(), "{:?}", report.findings);
+    let exported_at = Utc.with_ymd_and_hms(2027, 4, 1, 0, 0, 0).single().expect("time");
+    let (_dir, manifest, archive, exported, verified) = export_and_verify(&stores, &ids, exported_at).await;
 
     let started = Instant::now();
     let (entries, _) = archive.read_load(&ids[loads / 2]).await.expect("read");
@@ -194,10 +209,7 @@ async fn a_month_among_a_million_loads() {
         let log = copy_log(template_id, template, &load_id, target.div_ceil(template.len()));
         let log = &log[..target.min(log.len())];
         entries_total += log.len();
-        let mut version = 0;
-        for chunk in log.chunks(1000) {
-            version = stores.events.append(&load_id, chunk, version, &[]).await.expect("append");
-        }
+        append_log(&stores, &load_id, log).await;
         archived_ids.push(load_id);
     }
     let big_len = stores.events.read("BIG").await.expect("read").1;
@@ -319,19 +331,9 @@ async fn a_month_among_a_million_loads() {
     old.close().await;
 
     // Archive, verify and drop the month.
-    let dir = tempfile::tempdir().expect("a directory");
-    let location = ArchiveLocation::parse(&dir.path().display().to_string(), false).expect("location");
-    let options = ExportOptions::new("measure", Utc::now());
-    let started = Instant::now();
-    let manifest = export(stores.events.as_ref(), &archived_ids, &location, &options).await.expect("export");
-    let exported = started.elapsed();
-    let started = Instant::now();
-    let archive = Archive::open(location).await.expect("open");
-    let report = archive.verify(Some(stores.events.as_ref())).await.expect("verify");
-    let verified = started.elapsed();
-    assert!(report.is_ok(), "{:?}", report.findings);
-    let held: Vec<(String, u64)> =
-        manifest.files.iter().flat_map(|f| f.loads.iter().map(|l| (l.load_id.clone(), l.last_seq))).collect();
+    let (_dir, manifest, _archive, exported, verified) =
+        export_and_verify(&stores, &archived_ids, Utc::now()).await;
+    let held = manifest.load_versions();
     let started = Instant::now();
     let dropped = stores.lifecycle.drop_log_month(month, &held).await.expect("drop");
     let drop_time = started.elapsed();

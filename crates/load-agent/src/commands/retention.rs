@@ -218,14 +218,7 @@ async fn archive_and_verify(
         ));
     }
     load_agent_runtime::crash_point("retention.after_verify");
-    Ok(Some(
-        archive
-            .manifest()
-            .files
-            .iter()
-            .flat_map(|f| f.loads.iter().map(|l| (l.load_id.clone(), l.last_seq)))
-            .collect(),
-    ))
+    Ok(Some(archive.manifest().load_versions()))
 }
 
 pub fn run(settings: &Settings, args: RunArgs) -> u8 {
@@ -245,9 +238,6 @@ pub fn print_report(report: &RetentionReport, dry_run: bool) {
             Outcome::Failed(t) => ("FAILED", t),
         };
         println!("{tag:<6} {}: {text}", step.what);
-    }
-    if report.steps.iter().all(|s| !matches!(s.outcome, Outcome::Done(_) | Outcome::Failed(_))) {
-        println!("nothing past its window");
     }
 }
 
