@@ -86,3 +86,32 @@ pub fn run(settings: &Settings, command: PartitionsCommand) -> u8 {
         }
     })
 }
+
+/// Makes the store's partitions ahead (`lifecycle.*`, docs/operations.md) now and every `every`:
+/// a failure is logged and counted (`load_agent_partition_failures_total`) and tried again at the
+/// next run; with the default plan a week of failures still leaves no row without its partition
+/// (and a row without one waits in the default partition, never refused). No-op on SQLite.
+pub async fn keep_partitions(
+    stores: load_agent_store::Stores,
+    plan: load_agent_store::PartitionPlan,
+    every: std::time::Duration,
+    mut shutdown: load_agent_runtime::Shutdown,
+) {
+    if !stores.lifecycle.partitioned() {
+        return;
+    }
+    loop {
+        match stores.lifecycle.ensure_partitions(Utc::now(), &plan).await {
+            Ok(made) if made.is_empty() => tracing::debug!("partitions ahead: all present"),
+            Ok(made) => tracing::info!(partitions = ?made, "made partitions ahead"),
+            Err(e) => {
+                metrics::counter!("load_agent_partition_failures_total").increment(1);
+                tracing::warn!(error = %e, "making partitions ahead failed; trying again at the next run");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.recv() => return,
+        }
+    }
+}

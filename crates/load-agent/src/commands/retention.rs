@@ -282,7 +282,7 @@ pub fn spawn_store_jobs(
         Duration::from_secs(10),
         shutdown.clone(),
     ));
-    tasks.spawn(crate::telemetry::keep_partitions(
+    tasks.spawn(crate::commands::partitions::keep_partitions(
         stores.clone(),
         settings.lifecycle.plan(),
         Duration::from_secs(u64::from(settings.lifecycle.check_secs)),
