@@ -2,19 +2,12 @@
 //! file, or a new schema on the Postgres server of `DATABASE_URL`.
 
 use chrono::{DateTime, Utc};
-use load_agent_store::{PgStore, SqliteStore, StoreOptions, Stores};
+use load_agent_store::{PgStore, SqliteStore, StoreOptions, StoredEntry, Stores};
 use sqlx::Row;
 
-/// The plain columns of one log row, read with SQL.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlainColumns {
-    pub seq: i64,
-    pub entry_id: String,
-    pub kind: String,
-    pub recorded_at: DateTime<Utc>,
-    pub llm_cost_usd: f64,
-    pub schema_id: i64,
-    pub body: Vec<u8>,
+/// A non-negative integer column as the store's type.
+fn unsigned<T: TryFrom<i64>>(column: &str, v: i64) -> T {
+    T::try_from(v).unwrap_or_else(|_| panic!("{column} {v} is negative or too large"))
 }
 
 /// The Postgres server the suite uses when `DATABASE_URL` is not set.
@@ -29,8 +22,8 @@ pub trait StoreHarness: Send + Sync + Sized + 'static {
     /// second relay or worker).
     fn reopen(&self) -> impl Future<Output = Stores> + Send;
 
-    /// A load's log rows as plain SQL sees them.
-    fn plain_columns(&self, load_id: &str) -> impl Future<Output = Vec<PlainColumns>> + Send;
+    /// A load's log rows as plain SQL sees them (not through the store's own reads).
+    fn plain_columns(&self, load_id: &str) -> impl Future<Output = Vec<StoredEntry>> + Send;
 
     /// Removes what the test created.
     fn cleanup(self) -> impl Future<Output = ()> + Send;
@@ -62,7 +55,7 @@ impl StoreHarness for SqliteHarness {
         SqliteStore::open(&self.path).await.expect("reopen the SQLite store").into_stores()
     }
 
-    async fn plain_columns(&self, load_id: &str) -> Vec<PlainColumns> {
+    async fn plain_columns(&self, load_id: &str) -> Vec<StoredEntry> {
         let rows = sqlx::query(
             "SELECT seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body FROM log_entries \
              WHERE load_id = ?1 ORDER BY seq",
@@ -74,15 +67,15 @@ impl StoreHarness for SqliteHarness {
         rows.iter()
             .map(|r| {
                 let recorded_at: String = r.get("recorded_at");
-                PlainColumns {
-                    seq: r.get("seq"),
+                StoredEntry {
+                    seq: unsigned("seq", r.get("seq")),
                     entry_id: r.get("entry_id"),
                     kind: r.get("kind"),
                     recorded_at: DateTime::parse_from_rfc3339(&recorded_at)
                         .expect("a stored time")
                         .with_timezone(&Utc),
                     llm_cost_usd: r.get("llm_cost_usd"),
-                    schema_id: r.get("schema_id"),
+                    schema_id: unsigned("schema_id", r.get("schema_id")),
                     body: r.get("body"),
                 }
             })
@@ -138,7 +131,7 @@ impl StoreHarness for PgHarness {
             .into_stores()
     }
 
-    async fn plain_columns(&self, load_id: &str) -> Vec<PlainColumns> {
+    async fn plain_columns(&self, load_id: &str) -> Vec<StoredEntry> {
         let rows = sqlx::query(
             "SELECT seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body FROM log_entries \
              WHERE load_id = $1 ORDER BY seq",
@@ -148,13 +141,13 @@ impl StoreHarness for PgHarness {
         .await
         .expect("select log rows");
         rows.iter()
-            .map(|r| PlainColumns {
-                seq: r.get("seq"),
+            .map(|r| StoredEntry {
+                seq: unsigned("seq", r.get("seq")),
                 entry_id: r.get("entry_id"),
                 kind: r.get("kind"),
                 recorded_at: r.get("recorded_at"),
                 llm_cost_usd: r.get("llm_cost_usd"),
-                schema_id: i64::from(r.get::<i32, _>("schema_id")),
+                schema_id: unsigned("schema_id", i64::from(r.get::<i32, _>("schema_id"))),
                 body: r.get("body"),
             })
             .collect()
