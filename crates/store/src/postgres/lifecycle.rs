@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
-use sqlx::{Acquire, Executor};
+use sqlx::Executor;
 
 use super::PgStore;
 use crate::error::StoreError;
@@ -89,8 +89,7 @@ impl PgStore {
         first: NaiveDate,
         last: NaiveDate,
     ) -> Result<Vec<String>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        let mut tx = conn.begin().await?;
+        let mut tx = self.pool.begin().await?;
         tx.execute(LOCK_TIMEOUT).await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(ENSURE_LOCK).execute(&mut *tx).await?;
         let made: Vec<String> = match table {
