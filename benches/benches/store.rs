@@ -20,6 +20,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use load_agent_benches::{agent_append, base_time, bench_database_url, prepare_rows};
 use load_agent_domain::*;
 use load_agent_store::{AppendRequest, PgStore, SqliteStore, StoreOptions, Stores};
+use sqlx::PgPool;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -270,8 +271,14 @@ fn read_project(c: &mut Criterion) {
 }
 
 /// Claims batches of 64 and marks every row dispatched, concurrently or one at a time.
-async fn claim_and_mark(stores: &Stores, iters: u64, concurrent_marks: bool) -> Duration {
+async fn claim_and_mark(
+    stores: &Stores,
+    pg: Option<&PgPool>,
+    iters: u64,
+    concurrent_marks: bool,
+) -> Duration {
     prepare_rows(stores, iters, "claim").await;
+    analyze(pg).await;
     let now = base_time() + TimeDelta::days(1);
     let outbox = stores.outbox.clone();
     let start = Instant::now();
@@ -298,8 +305,9 @@ async fn claim_and_mark(stores: &Stores, iters: u64, concurrent_marks: bool) -> 
 
 /// Claims batches of 64 (timed), then marks every claimed row dispatched (untimed), so that
 /// claimed rows do not pile up under their leases between samples.
-async fn claim_only(stores: &Stores, iters: u64) -> Duration {
+async fn claim_only(stores: &Stores, pg: Option<&PgPool>, iters: u64) -> Duration {
     prepare_rows(stores, iters, "claim").await;
+    analyze(pg).await;
     let now = base_time() + TimeDelta::days(1);
     let outbox = stores.outbox.clone();
     let mut claimed = Vec::new();
@@ -321,15 +329,26 @@ async fn claim_only(stores: &Stores, iters: u64) -> Duration {
     elapsed
 }
 
+/// Brings the bench schema's statistics up to date after its rows were written (untimed), as
+/// autovacuum keeps a running database's: a fresh schema has none, and the store's generic plans
+/// chosen without them scan whole partitions (docs/performance.md, "Partitioned store").
+async fn analyze(pg: Option<&PgPool>) {
+    if let Some(pool) = pg {
+        sqlx::query("ANALYZE outbox").execute(pool).await.expect("analyze the bench schema");
+    }
+}
+
 fn claim_mark(c: &mut Criterion) {
     let rt = runtime();
     let backends = rt.block_on(Backends::open());
     let mut group = c.benchmark_group("store_outbox_claim");
     group.sample_size(10).measurement_time(Duration::from_secs(10)).warm_up_time(Duration::from_secs(2));
     group.throughput(Throughput::Elements(1));
+    let pg = backends.pg_store.pool().clone();
+    let pool_of = |name: &str| (name == "postgres").then_some(&pg);
     for (name, stores) in backends.each() {
         group.bench_function(BenchmarkId::new(name, "batch64"), |b| {
-            b.to_async(&rt).iter_custom(|iters| claim_only(stores, iters));
+            b.to_async(&rt).iter_custom(|iters| claim_only(stores, pool_of(name), iters));
         });
     }
     group.finish();
@@ -340,7 +359,7 @@ fn claim_mark(c: &mut Criterion) {
     for (name, stores) in backends.each() {
         for (label, concurrent) in [("batch64_concurrent_marks", true), ("batch64_sequential_marks", false)] {
             group.bench_function(BenchmarkId::new(name, label), |b| {
-                b.to_async(&rt).iter_custom(|iters| claim_and_mark(stores, iters, concurrent));
+                b.to_async(&rt).iter_custom(|iters| claim_and_mark(stores, pool_of(name), iters, concurrent));
             });
         }
     }

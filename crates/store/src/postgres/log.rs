@@ -1,11 +1,11 @@
 //! `EventStore` on Postgres.
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use futures::TryStreamExt;
 use load_agent_domain::{LoadSummary, LogEntry};
 use sqlx::postgres::PgRow;
-use sqlx::{Executor, Postgres, Row};
+use sqlx::{Executor, PgConnection, Postgres, Row};
 
 use super::{PgStore, unique_violation};
 use crate::codec::{
@@ -21,21 +21,27 @@ use crate::outbox::NewOutboxRow;
 /// (read max seq, insert the log rows under PK (load_id, seq) and unique (load_id, entry_id),
 /// insert the outbox rows) in a single round trip.
 ///
-/// The log is partitioned by the load's month (migrations 0004): the month comes from the
-/// directory `load_months`, looked up once (`dir`; an init plan, so Postgres prunes the other
-/// partitions when the statement runs), and a load's first append writes its directory row (the
-/// month of its first entry). Two first appends of one load collide on `load_months_pkey` even
-/// when their entries fall in different months.
+/// The log is partitioned by the load's month (migrations 0004). The statement's lookups name
+/// the month as a parameter (`$22`, the store's cached month of the load, or its guess): a
+/// partition key given as a parameter is pruned when the generic plan starts, so only that
+/// partition is opened, where a month looked up inside the statement (an init plan) is pruned
+/// only after every partition's scans were set up (docs/performance.md, "Partitioned store").
+/// The directory `load_months` still decides: the statement returns the load's month (`dir`),
+/// writes nothing when `$22` is not it (the caller learns the month and runs it again), and a
+/// load's first append writes its directory row (the month of its first entry). Two first
+/// appends of one load collide on `load_months_pkey` even when their entries fall in different
+/// months. A load without a directory row has no log rows in any partition, so the lookups of a
+/// new load find nothing whatever `$22` is.
 const APPEND: &str = r#"
 WITH dir AS (
     SELECT (SELECT load_month FROM load_months WHERE load_id = $1) AS m
 ), cur AS (
     SELECT coalesce(max(seq), 0)::int8 AS v FROM log_entries
-    WHERE load_id = $1 AND load_month = (SELECT m FROM dir)
+    WHERE load_id = $1 AND load_month = $22::date
 ), dup_entry AS (
     SELECT (SELECT e.id FROM UNNEST($3::text[]) WITH ORDINALITY AS e(id, n)
             WHERE EXISTS (SELECT 1 FROM log_entries l WHERE l.load_id = $1 AND l.entry_id = e.id
-                          AND l.load_month = (SELECT m FROM dir))
+                          AND l.load_month = $22::date)
             ORDER BY e.n LIMIT 1) AS id
 ), month AS (
     SELECT coalesce(dir.m, date_trunc('month', ($5::timestamptz[])[1] AT TIME ZONE 'UTC')::date) AS m FROM dir
@@ -44,8 +50,9 @@ WITH dir AS (
             WHERE EXISTS (SELECT 1 FROM outbox o WHERE o.id = k.id)
             ORDER BY k.n LIMIT 1) AS id
 ), ok AS (
-    SELECT cur.v FROM cur, dup_entry, dup_key
+    SELECT cur.v FROM cur, dup_entry, dup_key, dir
     WHERE cur.v = $2 AND dup_entry.id IS NULL AND dup_key.id IS NULL
+      AND (dir.m IS NULL OR dir.m = $22::date)
 ), dir_row AS (
     INSERT INTO load_months (load_id, load_month)
     SELECT $1, month.m FROM ok, month, dir WHERE dir.m IS NULL
@@ -71,7 +78,7 @@ WITH dir AS (
         updated_at = excluded.updated_at
     WHERE load_summary.version <= excluded.version
 )
-SELECT cur.v, dup_entry.id, dup_key.id FROM cur, dup_entry, dup_key
+SELECT cur.v, dup_entry.id, dup_key.id, dir.m FROM cur, dup_entry, dup_key, dir
 "#;
 
 /// A batch of appends of DIFFERENT loads as one statement (group commit: one round trip and one
@@ -246,19 +253,35 @@ where
 /// mapped by constraint name. The re-run sees the winner's commit and reports it precisely.
 const RACE_RERUNS: usize = 3;
 
-/// Runs one append statement. `Ok(outcome)` is a decided outcome (written or refused with
-/// nothing written); `Err` is a failed statement (a lost race on a unique index, or worse).
-async fn run_append<'c, E>(executor: E, req: &EncodedAppend) -> Result<Result<u64, AppendError>, sqlx::Error>
-where
-    E: Executor<'c, Database = Postgres>,
-{
+/// What one append statement did.
+enum Ran {
+    /// A decided outcome (written, or refused with nothing written); the load's month from the
+    /// directory, `None` for a load without a log before this statement.
+    Decided(Result<u64, AppendError>, Option<NaiveDate>),
+    /// Nothing was written: the load's log is in this month, not the one the statement named.
+    ElsewhereMonth(NaiveDate),
+}
+
+/// The first day of the UTC month of `at`: a load's month when `at` is its first entry's time.
+fn month_of(at: DateTime<Utc>) -> NaiveDate {
+    at.date_naive().with_day(1).unwrap_or_else(|| at.date_naive())
+}
+
+/// Runs one append statement with its lookups in `month`. `Err` is a failed statement (a lost
+/// race on a unique index, or worse).
+async fn run_append(
+    conn: &mut PgConnection,
+    req: &EncodedAppend,
+    month: NaiveDate,
+) -> Result<Ran, sqlx::Error> {
     if req.entries.is_empty() {
-        let v: i64 = sqlx::query_scalar(VERSION).bind(&req.load_id).fetch_one(executor).await?;
-        return Ok(if v == req.expected_version {
+        let v: i64 = sqlx::query_scalar(VERSION).bind(&req.load_id).fetch_one(&mut *conn).await?;
+        let outcome = if v == req.expected_version {
             Ok(to_u64(v))
         } else {
             Err(AppendError::Conflict { expected: to_u64(req.expected_version), actual: to_u64(v) })
-        });
+        };
+        return Ok(Ran::Decided(outcome, None));
     }
     let e = &req.entries;
     let o = &req.outbox;
@@ -285,10 +308,15 @@ where
         .bind(sum.and_then(|x| x.escalated_since))
         .bind(sum.and_then(|x| x.urgent_task_at))
         .bind(sum.map(|x| x.updated_at))
-        .fetch_one(executor)
+        .bind(month)
+        .fetch_one(&mut *conn)
         .await?;
+    let dir: Option<NaiveDate> = row.try_get(3)?;
+    if let Some(m) = dir.filter(|m| *m != month) {
+        return Ok(Ran::ElsewhereMonth(m));
+    }
     let version: i64 = row.try_get(0)?;
-    Ok(outcome(req, version, row.try_get(1)?, row.try_get(2)?))
+    Ok(Ran::Decided(outcome(req, version, row.try_get(1)?, row.try_get(2)?), dir))
 }
 
 /// Which unique index an append collided with. On a partitioned table the error names the
@@ -338,10 +366,49 @@ where
 }
 
 impl PgStore {
+    /// The month an append of `req` looks in first: the load's month as this store last saw
+    /// it, else the month of its first entry (right for a new load; the statement corrects it
+    /// for any other).
+    fn month_hint(&self, req: &EncodedAppend) -> NaiveDate {
+        self.months
+            .get(&req.load_id)
+            .unwrap_or_else(|| month_of(req.entries.first().map_or(req.created_at, |e| e.recorded_at)))
+    }
+
+    /// Runs `req` on `conn` in the load's month: once when the store knows the month, twice
+    /// when it guessed wrong (the first statement wrote nothing and named the month). The month
+    /// seen is remembered for the load's next appends.
+    async fn run_append_in_month(
+        &self,
+        conn: &mut PgConnection,
+        req: &EncodedAppend,
+    ) -> Result<Result<u64, AppendError>, sqlx::Error> {
+        let mut month = self.month_hint(req);
+        for _ in 0..2 {
+            match run_append(conn, req, month).await? {
+                Ran::ElsewhereMonth(m) => {
+                    self.months.insert(req.load_id.clone(), m);
+                    month = m;
+                }
+                Ran::Decided(outcome, dir) => {
+                    // A load's first append: its month is its first entry's.
+                    let first =
+                        req.entries.first().filter(|_| outcome.is_ok()).map(|e| month_of(e.recorded_at));
+                    if let Some(m) = dir.or(first) {
+                        self.months.insert(req.load_id.clone(), m);
+                    }
+                    return Ok(outcome);
+                }
+            }
+        }
+        Err(sqlx::Error::Protocol(format!("the log of load {} moved between two statements", req.load_id)))
+    }
+
     async fn append_one(&self, req: &EncodedAppend) -> Result<u64, AppendError> {
         let mut constraint = String::new();
+        let mut conn = self.pool.acquire().await.map_err(StoreError::from)?;
         for _ in 0..RACE_RERUNS {
-            match run_append(&self.pool, req).await {
+            match self.run_append_in_month(&mut conn, req).await {
                 Ok(outcome) => return outcome,
                 Err(e) => match unique_violation(&e) {
                     Some(name) => constraint = name,
@@ -349,7 +416,7 @@ impl PgStore {
                 },
             }
         }
-        Err(map_unique_violation(&self.pool, req, &constraint).await)
+        Err(map_unique_violation(&mut *conn, req, &constraint).await)
     }
 
     /// The fast path of a batch of different loads: one statement, one round trip, one commit.
@@ -389,7 +456,7 @@ impl PgStore {
         for req in requests {
             match req {
                 Err(e) => results.push(Err(copy_refusal(e))),
-                Ok(req) => match run_append(&mut *tx, req).await {
+                Ok(req) => match self.run_append_in_month(&mut tx, req).await {
                     Ok(outcome) => results.push(outcome),
                     Err(e) if unique_violation(&e).is_some() => {
                         tx.rollback().await?;
@@ -422,7 +489,7 @@ impl PgStore {
             let mut constraint = String::new();
             for _ in 0..RACE_RERUNS {
                 tx.execute("SAVEPOINT load_append").await?;
-                match run_append(&mut *tx, req).await {
+                match self.run_append_in_month(&mut tx, req).await {
                     Ok(o) => {
                         tx.execute("RELEASE SAVEPOINT load_append").await?;
                         outcome = Some(o);

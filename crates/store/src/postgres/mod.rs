@@ -27,6 +27,9 @@ use crate::open::{StoreOptions, Stores};
 
 pub(crate) use lock::PgLoadLock;
 
+/// How many loads' months a store remembers (about 100 bytes each).
+const MONTHS_CACHED: u64 = 200_000;
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
 
 /// The Postgres store: [`EventStore`](crate::EventStore), [`Outbox`](crate::Outbox),
@@ -37,6 +40,9 @@ pub struct PgStore {
     lease: chrono::TimeDelta,
     lock: Arc<PgLoadLock>,
     schema: Option<String>,
+    /// Each recently appended load's month (`load_months`), so that an append names its
+    /// partition as a parameter (`log.rs`, `APPEND`). Only a hint: the statement checks it.
+    months: moka::sync::Cache<String, chrono::NaiveDate>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -98,7 +104,8 @@ impl PgStore {
         MIGRATOR.run(&pool).await?;
         let lease = options.lease_delta()?;
         let lock = Arc::new(PgLoadLock::spawn(connect, schema.clone().unwrap_or_default()));
-        Ok(PgStore { pool, lease, lock, schema })
+        let months = moka::sync::Cache::new(MONTHS_CACHED);
+        Ok(PgStore { pool, lease, lock, schema, months })
     }
 
     /// Applies the migrations that are not applied yet (`load-agent migrate`).

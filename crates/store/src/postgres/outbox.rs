@@ -18,25 +18,36 @@ use crate::outbox::{ClaimedRow, DispatchedMark, NextAttempt, Outbox, OutboxRowVi
 /// Claims the first due rows in insertion order. A row is due when pending, past its
 /// `retry_at` and without a live lease, and only when no earlier pending row of its load and
 /// destination exists (per-load order). Rows another relay is claiming right now are skipped.
+///
+/// The picked rows reach the `UPDATE` as arrays (`picked`, one row): the planner then counts on
+/// a few of them and looks each one up by its key, in its own day's partition, where a join with
+/// the picking subquery was planned (generic plan, `LIMIT $3` unknown) as a hash join over the
+/// whole outbox, a claim that grew with the table (docs/performance.md, "Partitioned store").
+/// `OFFSET 0` keeps the per-load order check a sub-plan run for each candidate (an index probe
+/// per partition), never a join over every pending row, whatever the statistics say.
 const CLAIM: &str = r#"
+WITH picked AS (
+    SELECT array_agg(s.id) AS ids, array_agg(s.created_at) AS created FROM (
+        SELECT c.id, c.created_at FROM outbox AS c
+        WHERE c.status = 'pending'
+          AND (c.retry_at IS NULL OR c.retry_at <= $1)
+          AND (c.lease_until IS NULL OR c.lease_until <= $1)
+          AND NOT EXISTS (
+              SELECT 1 FROM outbox AS e
+              WHERE e.load_id = c.load_id AND e.destination = c.destination AND e.status = 'pending'
+                AND (e.load_version, e.position) < (c.load_version, c.position)
+              OFFSET 0)
+        ORDER BY c.position
+        LIMIT $3
+        FOR UPDATE OF c SKIP LOCKED
+    ) AS s
+)
 UPDATE outbox AS o
 SET claim_token = gen_random_uuid(),
     lease_until = $2,
     first_attempt_at = coalesce(o.first_attempt_at, $1)
-FROM (
-    SELECT c.id, c.created_at FROM outbox AS c
-    WHERE c.status = 'pending'
-      AND (c.retry_at IS NULL OR c.retry_at <= $1)
-      AND (c.lease_until IS NULL OR c.lease_until <= $1)
-      AND NOT EXISTS (
-          SELECT 1 FROM outbox AS e
-          WHERE e.load_id = c.load_id AND e.destination = c.destination AND e.status = 'pending'
-            AND (e.load_version, e.position) < (c.load_version, c.position))
-    ORDER BY c.position
-    LIMIT $3
-    FOR UPDATE OF c SKIP LOCKED
-) AS picked
-WHERE o.id = picked.id AND o.created_at = picked.created_at
+FROM picked, unnest(picked.ids, picked.created) AS k(id, created_at)
+WHERE o.id = k.id AND o.created_at = k.created_at
 RETURNING o.id, o.position, o.load_id, o.destination, o.action, o.load_version, o.claim_token,
           o.lease_until, o.attempts, o.first_attempt_at, o.created_at
 "#;

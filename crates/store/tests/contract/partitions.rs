@@ -154,6 +154,48 @@ async fn two_first_appends_of_one_load_in_different_months_have_one_winner() {
     h.cleanup().await;
 }
 
+/// An append names its load's partition from the store's memory of the load's month, or guesses
+/// the month of its first entry: a store that never saw the load, or one that remembers a month
+/// the load no longer has (dropped by retention and registered again), still appends at the right
+/// version in the right partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_find_their_loads_month_whatever_the_store_remembers() {
+    let h = PgHarness::new().await;
+    let other = h.reopen().await;
+    let pool = h.pg().pool().clone();
+    h.stores()
+        .lifecycle
+        .ensure_partitions(at(2026, 4, 15, 0), &PartitionPlan::default())
+        .await
+        .expect("ensure");
+    let events = &h.stores().events;
+    events.append("M1", &[sms("M1", "e1", at(2026, 3, 20, 9))], 0, &[]).await.expect("registered in March");
+    // `other` has never seen M1 and guesses April from the entry: the statement corrects it.
+    let v = other.events.append("M1", &[sms("M1", "e2", at(2026, 4, 2, 9))], 1, &[]).await;
+    assert_eq!(v.expect("append in April through another store"), 2);
+    assert_eq!(log_partitions(&pool, "M1").await, ["log_entries_p2026_03", "log_entries_p2026_03"]);
+    // A stale version is still a conflict, and a duplicate still a duplicate.
+    let stale = other.events.append("M1", &[sms("M1", "e3", at(2026, 4, 2, 9))], 1, &[]).await;
+    assert!(matches!(stale, Err(AppendError::Conflict { expected: 1, actual: 2 })), "{stale:?}");
+    let dup = events.append("M1", &[sms("M1", "e2", at(2026, 4, 3, 9))], 2, &[]).await;
+    assert!(matches!(dup, Err(AppendError::DuplicateEntry { .. })), "{dup:?}");
+
+    // Retention drops the load (its rows and its directory row); it is registered again in May
+    // through `other`, while `h` still remembers March.
+    for sql in ["DELETE FROM log_entries WHERE load_id = $1", "DELETE FROM load_months WHERE load_id = $1"] {
+        sqlx::query(sql).bind("M1").execute(&pool).await.expect(sql);
+    }
+    let again = other.events.append("M1", &[sms("M1", "n1", at(2026, 5, 2, 9))], 0, &[]).await;
+    assert_eq!(again.expect("registered again"), 1);
+    let next = events.append("M1", &[sms("M1", "n2", at(2026, 5, 3, 9))], 1, &[]).await;
+    assert_eq!(next.expect("append through the store that remembered March"), 2);
+    assert_eq!(log_partitions(&pool, "M1").await, ["log_entries_p2026_05", "log_entries_p2026_05"]);
+    let (entries, version) = events.read("M1").await.expect("read");
+    assert_eq!((entries.len(), version), (2, 2));
+    drop(other);
+    h.cleanup().await;
+}
+
 /// Migrations 0001–0003, then the rows of a store written through the current code copied into
 /// the old tables, then 0004: the store reads back the same logs, outbox rows and timers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
