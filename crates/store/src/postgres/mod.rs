@@ -43,6 +43,9 @@ pub struct PgStore {
     /// Each recently appended load's month (`load_months`), so that an append names its
     /// partition as a parameter (`log.rs`, `APPEND`). Only a hint: the statement checks it.
     months: moka::sync::Cache<String, chrono::NaiveDate>,
+    /// The `created_at` (so the day partition) of each row under a claim of this store, by
+    /// claim token (`outbox.rs`, `HELD`).
+    claim_days: outbox::ClaimDays,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -105,7 +108,7 @@ impl PgStore {
         let lease = options.lease_delta()?;
         let lock = Arc::new(PgLoadLock::spawn(connect, schema.clone().unwrap_or_default()));
         let months = moka::sync::Cache::new(MONTHS_CACHED);
-        Ok(PgStore { pool, lease, lock, schema, months })
+        Ok(PgStore { pool, lease, lock, schema, months, claim_days: outbox::ClaimDays::new() })
     }
 
     /// Applies the migrations that are not applied yet (`load-agent migrate`).

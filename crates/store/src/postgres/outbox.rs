@@ -54,16 +54,27 @@ RETURNING o.id, o.position, o.load_id, o.destination, o.action, o.load_version, 
 
 /// Marks a batch of delivered rows in one statement: each row of the arrays is applied only
 /// while its own token holds its row (the `HELD` guard, row by row). The ids returned are the
-/// rows marked; a row not returned was stale and is unchanged.
+/// rows marked; a row not returned was stale and is unchanged. Each row is looked up in its own
+/// day's partition (`created_at`, run-time pruning per row).
 const MARK_DISPATCHED_BATCH: &str = r#"
 UPDATE outbox AS o
 SET status = 'dispatched', receipt = m.receipt, dispatched_at = $4, claim_token = NULL, lease_until = NULL
-FROM unnest($1::text[], $2::uuid[], $3::text[]) AS m(id, token, receipt)
-WHERE o.id = m.id AND o.claim_token = m.token AND o.status = 'pending'
+FROM unnest($1::text[], $2::uuid[], $3::text[], $5::timestamptz[]) AS m(id, token, receipt, created_at)
+WHERE o.id = m.id AND o.created_at = m.created_at AND o.claim_token = m.token AND o.status = 'pending'
 RETURNING o.id
 "#;
 
-const HELD: &str = "id = $1 AND claim_token = $2 AND status = 'pending'";
+/// The guard of every mark: the claim still holds the row. `created_at = $3` names the row's
+/// day partition, which Postgres prunes to when the plan starts: a mark opens one partition, not
+/// every day's primary key.
+const HELD: &str = "id = $1 AND claim_token = $2 AND created_at = $3 AND status = 'pending'";
+
+/// A claimed row's `created_at`, for a claim this store did not make (or no longer remembers).
+const CLAIMED_AT: &str =
+    "SELECT created_at FROM outbox WHERE id = $1 AND claim_token = $2 AND status = 'pending'";
+
+/// How many live claims' `created_at` a store remembers (its relay's batches under their leases).
+const CLAIMS_REMEMBERED: u64 = 100_000;
 
 fn claimed_row(row: &PgRow) -> Result<(i64, ClaimedRow), StoreError> {
     let id: String = row.try_get("id")?;
@@ -108,13 +119,38 @@ fn row_view(row: &PgRow) -> Result<OutboxRowView, StoreError> {
     })
 }
 
+/// The `created_at` of the rows this store's claims hold, by claim token: a mark names its row's
+/// partition without asking Postgres first. Only a hint: the mark's guard still checks the token.
+#[derive(Clone)]
+pub(crate) struct ClaimDays(moka::sync::Cache<Uuid, DateTime<Utc>>);
+
+impl ClaimDays {
+    pub(crate) fn new() -> Self {
+        ClaimDays(moka::sync::Cache::builder().max_capacity(CLAIMS_REMEMBERED).build())
+    }
+}
+
 impl PgStore {
+    /// The row's `created_at` under claim `token`: remembered from this store's claim, else read
+    /// (every partition, a claim made before a restart). `Err` when the claim no longer holds it.
+    async fn claimed_at(&self, id: &str, token: Uuid) -> Result<DateTime<Utc>, ClaimError> {
+        if let Some(at) = self.claim_days.0.get(&token) {
+            return Ok(at);
+        }
+        let at: Option<DateTime<Utc>> =
+            sqlx::query_scalar(CLAIMED_AT).bind(id).bind(token).fetch_optional(&self.pool).await?;
+        at.ok_or_else(|| StaleClaimError { id: id.to_owned() }.into())
+    }
+
+    /// Runs a mark; the claim ends with it whether it applied or was stale.
     async fn mark(
         &self,
         id: &str,
+        token: Uuid,
         query: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
     ) -> Result<(), ClaimError> {
         let done = query.execute(&self.pool).await?;
+        self.claim_days.0.invalidate(&token);
         if done.rows_affected() == 1 { Ok(()) } else { Err(StaleClaimError { id: id.to_owned() }.into()) }
     }
 }
@@ -132,6 +168,9 @@ impl Outbox for PgStore {
             .fetch_all(&self.pool)
             .await?;
         let mut claimed = rows.iter().map(claimed_row).collect::<Result<Vec<_>, _>>()?;
+        for (_, row) in &claimed {
+            self.claim_days.0.insert(row.claim_token, row.created_at);
+        }
         claimed.sort_by_key(|(position, _)| *position);
         Ok(claimed.into_iter().map(|(_, row)| row).collect())
     }
@@ -143,11 +182,12 @@ impl Outbox for PgStore {
         receipt: &str,
         now: DateTime<Utc>,
     ) -> Result<(), ClaimError> {
+        let at = self.claimed_at(id, token).await?;
         let sql = format!(
-            "UPDATE outbox SET status = 'dispatched', receipt = $3, dispatched_at = $4, \
+            "UPDATE outbox SET status = 'dispatched', receipt = $4, dispatched_at = $5, \
              claim_token = NULL, lease_until = NULL WHERE {HELD}"
         );
-        self.mark(id, sqlx::query(&sql).bind(id).bind(token).bind(receipt).bind(now)).await
+        self.mark(id, token, sqlx::query(&sql).bind(id).bind(token).bind(at).bind(receipt).bind(now)).await
     }
 
     async fn mark_dispatched_batch(
@@ -159,18 +199,31 @@ impl Outbox for PgStore {
             return Ok(Vec::new());
         }
         check_distinct(marks)?;
+        // A row whose claim no longer holds it has no `created_at` to look up; it stays in the
+        // arrays with any time, matches nothing, and is reported stale like any other.
+        let mut created = Vec::with_capacity(marks.len());
+        for m in marks {
+            created.push(match self.claimed_at(&m.id, m.token).await {
+                Ok(at) => at,
+                Err(ClaimError::Stale(_)) => now,
+                Err(ClaimError::Store(e)) => return Err(e),
+            });
+        }
         let ids: Vec<&str> = marks.iter().map(|m| m.id.as_str()).collect();
         let tokens: Vec<Uuid> = marks.iter().map(|m| m.token).collect();
         let receipts: Vec<&str> = marks.iter().map(|m| m.receipt.as_str()).collect();
-        let marked: HashSet<String> = sqlx::query_scalar(MARK_DISPATCHED_BATCH)
+        let result = sqlx::query_scalar(MARK_DISPATCHED_BATCH)
             .bind(&ids)
             .bind(&tokens)
             .bind(&receipts)
             .bind(now)
+            .bind(&created)
             .fetch_all(&self.pool)
-            .await?
-            .into_iter()
-            .collect();
+            .await;
+        for m in marks {
+            self.claim_days.0.invalidate(&m.token);
+        }
+        let marked: HashSet<String> = result?.into_iter().collect();
         Ok(marks
             .iter()
             .map(|m| if marked.contains(&m.id) { Ok(()) } else { Err(StaleClaimError { id: m.id.clone() }) })
@@ -185,20 +238,23 @@ impl Outbox for PgStore {
         next: NextAttempt,
         now: DateTime<Utc>,
     ) -> Result<(), ClaimError> {
+        let created = self.claimed_at(id, token).await?;
         match next {
             NextAttempt::RetryAt(at) => {
                 let sql = format!(
-                    "UPDATE outbox SET attempts = attempts + 1, last_failure = $3, retry_at = $4, \
+                    "UPDATE outbox SET attempts = attempts + 1, last_failure = $4, retry_at = $5, \
                      claim_token = NULL, lease_until = NULL WHERE {HELD}"
                 );
-                self.mark(id, sqlx::query(&sql).bind(id).bind(token).bind(failure).bind(at)).await
+                let query = sqlx::query(&sql).bind(id).bind(token).bind(created).bind(failure).bind(at);
+                self.mark(id, token, query).await
             }
             NextAttempt::Dead => {
                 let sql = format!(
-                    "UPDATE outbox SET status = 'dead', attempts = attempts + 1, last_failure = $3, dead_at = $4, \
+                    "UPDATE outbox SET status = 'dead', attempts = attempts + 1, last_failure = $4, dead_at = $5, \
                      claim_token = NULL, lease_until = NULL WHERE {HELD}"
                 );
-                self.mark(id, sqlx::query(&sql).bind(id).bind(token).bind(failure).bind(now)).await
+                let query = sqlx::query(&sql).bind(id).bind(token).bind(created).bind(failure).bind(now);
+                self.mark(id, token, query).await
             }
         }
     }
@@ -210,17 +266,24 @@ impl Outbox for PgStore {
         until: DateTime<Utc>,
         _now: DateTime<Utc>,
     ) -> Result<(), ClaimError> {
+        let created = self.claimed_at(id, token).await?;
         let sql = format!(
-            "UPDATE outbox SET retry_at = $3, claim_token = NULL, lease_until = NULL, \
+            "UPDATE outbox SET retry_at = $4, claim_token = NULL, lease_until = NULL, \
              first_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE first_attempt_at END WHERE {HELD}"
         );
-        self.mark(id, sqlx::query(&sql).bind(id).bind(token).bind(until)).await
+        self.mark(id, token, sqlx::query(&sql).bind(id).bind(token).bind(created).bind(until)).await
     }
 
     async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError> {
-        let sql = format!("SELECT 1::int4 FROM outbox WHERE {HELD} AND lease_until > $3");
-        let held: Option<i32> =
-            sqlx::query_scalar(&sql).bind(id).bind(token).bind(now).fetch_optional(&self.pool).await?;
+        let created = self.claimed_at(id, token).await?;
+        let sql = format!("SELECT 1::int4 FROM outbox WHERE {HELD} AND lease_until > $4");
+        let held: Option<i32> = sqlx::query_scalar(&sql)
+            .bind(id)
+            .bind(token)
+            .bind(created)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?;
         match held {
             Some(_) => Ok(()),
             None => Err(StaleClaimError { id: id.to_owned() }.into()),
