@@ -43,9 +43,16 @@ pub const HEADER_ACTION_KIND: &str = "action-kind";
 pub use crate::record::HEADER_SOURCE;
 
 /// An idempotent producer that waits for each acknowledgement.
+///
+/// An idempotent producer can fail for good: librdkafka raises a *fatal* error (a broker that
+/// reports an out-of-order sequence number, a fenced producer id) and from then on refuses every
+/// record. The send that meets one replaces the producer with a new one (a new producer id and
+/// sequence) and returns its error as a retryable one, so the relay's next attempt goes through
+/// instead of the process needing a restart.
 #[derive(Clone)]
 pub struct Producer {
-    inner: FutureProducer,
+    inner: Arc<std::sync::RwLock<FutureProducer>>,
+    config: rdkafka::ClientConfig,
     timeout: Duration,
 }
 
@@ -73,7 +80,45 @@ impl Written {
 impl Producer {
     /// Builds the idempotent producer of `config` (no network until the first send).
     pub fn new(config: &KafkaConfig) -> Result<Self, KafkaError> {
-        Ok(Producer { inner: config.producer_config().create()?, timeout: config.send_timeout })
+        let client = config.producer_config();
+        let inner: FutureProducer = client.create()?;
+        Ok(Producer {
+            inner: Arc::new(std::sync::RwLock::new(inner)),
+            config: client,
+            timeout: config.send_timeout,
+        })
+    }
+
+    /// The current producer (a cheap handle; a replaced one finishes its own sends).
+    fn current(&self) -> FutureProducer {
+        match self.inner.read() {
+            Ok(p) => p.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Replaces `failed` when librdkafka says it failed for good; a concurrent send that met the
+    /// same error finds it replaced already.
+    fn replace_if_fatal(&self, failed: &FutureProducer) {
+        let Some((code, reason)) = rdkafka::producer::Producer::client(failed).fatal_error() else {
+            return;
+        };
+        let mut guard = match self.inner.write() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if rdkafka::producer::Producer::client(&*guard).fatal_error().is_none() {
+            return;
+        }
+        match self.config.create::<FutureProducer>() {
+            Ok(fresh) => {
+                warn!(?code, %reason, "the Kafka producer failed for good; replaced by a new one");
+                *guard = fresh;
+            }
+            Err(e) => {
+                warn!(?code, %reason, error = %e, "the Kafka producer failed for good and could not be replaced")
+            }
+        }
     }
 
     /// Sends one record and waits until the broker acknowledges it. Headers are name/value
@@ -96,15 +141,19 @@ impl Producer {
         if let Some(v) = value {
             record = record.payload(v);
         }
-        match self.inner.send(record, self.timeout).await {
+        let producer = self.current();
+        match producer.send(record, self.timeout).await {
             Ok(d) => Ok(Written { topic: topic.to_owned(), partition: d.partition, offset: d.offset }),
-            Err((e, _)) => Err(e),
+            Err((e, _)) => {
+                self.replace_if_fatal(&producer);
+                Err(e)
+            }
         }
     }
 
     /// Waits for every queued record (shutdown).
     pub fn flush(&self, timeout: Duration) -> Result<(), KafkaError> {
-        rdkafka::producer::Producer::flush(&self.inner, timeout)
+        rdkafka::producer::Producer::flush(&self.current(), timeout)
     }
 }
 
@@ -421,6 +470,31 @@ impl DlqProducer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A broker that answers an idempotent producer with an out-of-order sequence number (as the
+    /// test broker did under load) makes librdkafka fail the producer for good; the producer is
+    /// replaced and the next send is written.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_producer_that_failed_for_good_is_replaced_and_the_next_send_goes_through() {
+        use rdkafka::mocking::MockCluster;
+        use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+
+        let cluster = MockCluster::new(1).expect("a mock cluster");
+        cluster.create_topic("t", 1, 1).expect("a topic");
+        let mut config = KafkaConfig::new(cluster.bootstrap_servers());
+        config.send_timeout = Duration::from_secs(10);
+        let producer = Producer::new(&config).expect("a producer");
+        producer.send::<&str, &[u8]>("t", Some(b"k"), Some(b"one"), &[]).await.expect("the first send");
+        cluster.request_errors(
+            RDKafkaApiKey::Produce,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER],
+        );
+        let failed = producer.send::<&str, &[u8]>("t", Some(b"k"), Some(b"two"), &[]).await;
+        let e = failed.expect_err("the broker refused the sequence");
+        assert!(is_retryable(&e), "{e:?}");
+        let written = producer.send::<&str, &[u8]>("t", Some(b"k"), Some(b"three"), &[]).await;
+        assert!(written.is_ok(), "the replaced producer writes: {written:?}");
+    }
 
     #[test]
     fn produce_errors_that_cannot_heal_are_permanent() {
