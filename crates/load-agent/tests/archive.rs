@@ -6,6 +6,10 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+mod common;
+
+use common::text;
+
 const BIN: &str = env!("CARGO_BIN_EXE_load-agent");
 
 fn run(db: &Path, args: &[&str]) -> Output {
@@ -15,10 +19,6 @@ fn run(db: &Path, args: &[&str]) -> Output {
         .env_remove("LOAD_AGENT_CONFIG")
         .output()
         .expect("run load-agent")
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 fn stdout(out: &Output) -> String {

@@ -4,7 +4,9 @@
 
 use std::process::{Command, Output};
 
-use load_agent_store::PgStore;
+mod common;
+
+use common::{schema_store, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_load-agent");
 
@@ -17,18 +19,9 @@ fn run(url: &str, args: &[&str]) -> Output {
         .expect("run load-agent")
 }
 
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ensure_makes_the_partitions_ahead_once_and_list_shows_them() {
-    let base =
-        std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let schema = format!("partitions_cli_{}", uuid::Uuid::new_v4().simple());
-    let store = PgStore::connect_in_schema(&base, &schema).await.expect("a Postgres schema (DATABASE_URL)");
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    let (store, url) = schema_store("partitions_cli").await;
 
     let out = run(&url, &["partitions", "ensure", "--days-ahead", "30"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));

@@ -9,7 +9,11 @@ use std::process::{Command, Output};
 
 use chrono::{TimeZone, Utc};
 use load_agent_domain::{EventKind, InboundEvent, LogEntry};
-use load_agent_store::{PartitionPlan, PgStore};
+use load_agent_store::PartitionPlan;
+
+mod common;
+
+use common::{schema_store, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_load-agent");
 
@@ -26,10 +30,6 @@ fn run(url: &str, archive_to: &str, args: &[&str], crash_at: Option<&str>) -> Ou
     cmd.output().expect("run load-agent")
 }
 
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
 fn sms(load: &str, id: &str, day: u32) -> LogEntry {
     LogEntry::Event(InboundEvent {
         event_id: id.into(),
@@ -41,12 +41,7 @@ fn sms(load: &str, id: &str, day: u32) -> LogEntry {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_month_is_dropped_only_after_its_archive_is_verified_even_across_a_crash() {
-    let base =
-        std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let schema = format!("retention_cli_{}", uuid::Uuid::new_v4().simple());
-    let store = PgStore::connect_in_schema(&base, &schema).await.expect("a Postgres schema (DATABASE_URL)");
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    let (store, url) = schema_store("retention_cli").await;
     let dir = tempfile::tempdir().expect("a temporary directory");
     let archive_to = dir.path().join("archive");
     let archive_to = archive_to.to_str().expect("a UTF-8 path");

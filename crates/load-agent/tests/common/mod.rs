@@ -4,13 +4,14 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use load_agent_domain::{
     Contact, EventKind, InboundEvent, Language, LoadRegistered, RiskBand, Role, Stop, StopKind,
 };
+use load_agent_store::PgStore;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message};
@@ -411,4 +412,20 @@ pub async fn assert_guarantees(
     let rows: BTreeSet<String> = rows.into_iter().collect();
     assert_eq!(service.delivered, rows, "the services got every dispatched action once, and nothing else");
     service
+}
+
+/// A finished `load-agent` run's stdout and stderr, for assertion messages.
+pub fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// A fresh store in its own schema (`{prefix}_{uuid}`) of `DATABASE_URL`'s database, and the URL
+/// whose connections use that schema: what a CLI run gets as `LOAD_AGENT_DATABASE_URL`.
+pub async fn schema_store(prefix: &str) -> (PgStore, String) {
+    let base =
+        std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("{prefix}_{}", uuid::Uuid::new_v4().simple());
+    let store = PgStore::connect_in_schema(&base, &schema).await.expect("a Postgres schema (DATABASE_URL)");
+    let sep = if base.contains('?') { '&' } else { '?' };
+    (store, format!("{base}{sep}options=-c%20search_path%3D{schema}"))
 }
