@@ -24,7 +24,7 @@ use load_agent_runtime::{
 use load_agent_store::{DeadLetterStore, KeptDeadLetter};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 use tracing::warn;
 
 use crate::config::KafkaConfig;
@@ -100,14 +100,14 @@ impl Producer {
     /// Replaces `failed` when librdkafka says it failed for good; a concurrent send that met the
     /// same error finds it replaced already.
     fn replace_if_fatal(&self, failed: &FutureProducer) {
-        let Some((code, reason)) = rdkafka::producer::Producer::client(failed).fatal_error() else {
+        let Some((code, reason)) = failed.client().fatal_error() else {
             return;
         };
         let mut guard = match self.inner.write() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if rdkafka::producer::Producer::client(&*guard).fatal_error().is_none() {
+        if guard.client().fatal_error().is_none() {
             return;
         }
         match self.config.create::<FutureProducer>() {
@@ -153,7 +153,7 @@ impl Producer {
 
     /// Waits for every queued record (shutdown).
     pub fn flush(&self, timeout: Duration) -> Result<(), KafkaError> {
-        rdkafka::producer::Producer::flush(&self.current(), timeout)
+        self.current().flush(timeout)
     }
 }
 
