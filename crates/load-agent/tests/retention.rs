@@ -1,7 +1,8 @@
 //! `load-agent retention run` on Postgres as an operator runs it: a dry run changes nothing; a
 //! run killed between archiving a month and dropping it (crash point `retention.after_verify`)
 //! has dropped nothing and left a verified archive; the next run drops the month, and the
-//! archive then reads back what the store held.
+//! archive then reads back what the store held. A run while another holds the retention lock
+//! does nothing.
 
 #![cfg(feature = "crash-points")]
 
@@ -68,6 +69,18 @@ async fn a_month_is_dropped_only_after_its_archive_is_verified_even_across_a_cra
     assert!(text(&dry).contains("plan   log_entries_p2024_01: would archive it"), "{}", text(&dry));
     assert_eq!(stores.events.read("R2").await.expect("read").1, 2, "a dry run changes nothing");
     assert!(!std::path::Path::new(archive_to).join("2024-01").exists(), "a dry run writes no archive");
+
+    // Another run holds the retention lock (a worker's job): this one does nothing, and says so.
+    let held = stores.lifecycle.try_lock_retention().await.expect("try").expect("the lock is free");
+    let excluded = run(&url, archive_to, &["retention", "run"], None);
+    assert_eq!(excluded.status.code(), Some(0), "not a failure: {}", text(&excluded));
+    assert!(
+        text(&excluded).contains("kept   retention: another retention run holds the lock"),
+        "{}",
+        text(&excluded)
+    );
+    assert!(!std::path::Path::new(archive_to).join("2024-01").exists(), "an excluded run writes nothing");
+    held.release().await;
 
     let crashed = run(&url, archive_to, &["retention", "run"], Some("retention.after_verify"));
     assert_ne!(crashed.status.code(), Some(0), "the crash point aborts the run: {}", text(&crashed));

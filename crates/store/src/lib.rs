@@ -53,7 +53,7 @@ pub use error::{AppendError, ClaimError, StaleClaimError, StoreError};
 pub use event_store::{AppendRequest, EventStore, StoredEntry};
 pub use lifecycle::{
     DeletedRows, DroppedDay, ExpiredPartition, Lifecycle, PartitionInfo, PartitionPlan, PartitionSpan,
-    PartitionedTable, RetentionWindows, expired,
+    PartitionedTable, RetentionWindows, RunLock, expired,
 };
 pub use lock::{LoadLease, LoadLock, NoopLoadLock};
 pub use open::{StoreOptions, Stores, migrate, open_store, open_store_with};

@@ -221,6 +221,53 @@ pub trait Lifecycle: Send + Sync {
         now: DateTime<Utc>,
         windows: &RetentionWindows,
     ) -> Result<DeletedRows, StoreError>;
+
+    /// Takes the retention run lock: `None` when another retention run of this store (in this
+    /// process or another) holds it. A run holds it from its first step to its last, so two
+    /// workers' retention jobs, or a job and `load-agent retention run`, never archive the same
+    /// month to the same place or race to drop the same partition. Released by
+    /// [`RunLock::release`], or when the lock is dropped (the holder's connection closes).
+    async fn try_lock_retention(&self) -> Result<Option<RunLock>, StoreError>;
+}
+
+/// A held retention run lock ([`Lifecycle::try_lock_retention`]).
+#[must_use = "the lock is released when this is dropped"]
+pub struct RunLock {
+    /// Postgres: the session that holds the advisory lock. SQLite: nothing (its retention only
+    /// deletes expired rows, which two runs may both do).
+    held: Option<sqlx::PgConnection>,
+}
+
+impl std::fmt::Debug for RunLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunLock").field("held", &self.held.is_some()).finish()
+    }
+}
+
+impl RunLock {
+    /// A lock that excludes nothing.
+    pub(crate) fn unshared() -> Self {
+        RunLock { held: None }
+    }
+
+    /// A lock held by a session advisory lock on `conn`, a connection of its own.
+    pub(crate) fn session(conn: sqlx::PgConnection) -> Self {
+        RunLock { held: Some(conn) }
+    }
+
+    /// Releases the lock now, and closes its connection. (Dropping it closes the connection
+    /// without waiting, and the server releases the lock when it sees the session end.)
+    pub async fn release(mut self) {
+        use sqlx::Connection;
+        if let Some(mut conn) = self.held.take() {
+            let unlocked =
+                sqlx::query_scalar::<_, bool>(crate::postgres::UNLOCK_RETENTION).fetch_one(&mut conn).await;
+            if let Err(e) = unlocked {
+                tracing::warn!(error = %e, "retention lock: unlock failed; closing its connection releases it");
+            }
+            let _ = conn.close().await;
+        }
+    }
 }
 
 #[cfg(test)]

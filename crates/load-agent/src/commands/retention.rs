@@ -76,8 +76,31 @@ impl RetentionConfig {
     }
 }
 
-/// One retention run at `now`.
+/// One retention run at `now`, under the store's retention lock: when another run holds it (a
+/// second worker's job, or a run by hand), this one does nothing and says so.
 pub async fn run_retention(stores: &Stores, config: &RetentionConfig, now: DateTime<Utc>) -> RetentionReport {
+    let lock = match stores.lifecycle.try_lock_retention().await {
+        Ok(Some(lock)) => lock,
+        Ok(None) => {
+            let mut report = RetentionReport::default();
+            report.push(
+                "retention",
+                Outcome::Kept("another retention run holds the lock: nothing done".into()),
+            );
+            return report;
+        }
+        Err(e) => {
+            let mut report = RetentionReport::default();
+            report.push("retention lock", Outcome::Failed(e.to_string()));
+            return report;
+        }
+    };
+    let report = run_locked(stores, config, now).await;
+    lock.release().await;
+    report
+}
+
+async fn run_locked(stores: &Stores, config: &RetentionConfig, now: DateTime<Utc>) -> RetentionReport {
     let mut report = RetentionReport::default();
     let lifecycle = &stores.lifecycle;
     if lifecycle.partitioned() {

@@ -8,7 +8,9 @@ use sqlx::Executor;
 
 use super::PgStore;
 use crate::error::StoreError;
-use crate::lifecycle::{DeletedRows, DroppedDay, Lifecycle, PartitionInfo, PartitionPlan, RetentionWindows};
+use crate::lifecycle::{
+    DeletedRows, DroppedDay, Lifecycle, PartitionInfo, PartitionPlan, RetentionWindows, RunLock,
+};
 
 /// One key for the advisory lock that serializes `ensure_partitions` across processes.
 const ENSURE_LOCK: i64 = 0x6c_6f_61_64_70_61_72_74; // "loadpart"
@@ -79,6 +81,15 @@ fn count(n: i64) -> u64 {
 
 const ENSURE_MONTHS: &str = "SELECT * FROM load_agent_ensure_months($3, $1, $2)";
 const ENSURE_DAYS: &str = "SELECT * FROM load_agent_ensure_days($1, $2)";
+
+/// The retention run lock: a session advisory lock on the two-key space (apart from the loads'
+/// leases, which use one 64-bit key) — a class and the schema the session works in, so stores
+/// sharing a database stay apart whichever way they name their schema (`connect_in_schema` or a
+/// `search_path` in the URL).
+const TRY_LOCK_RETENTION: &str =
+    "SELECT pg_try_advisory_lock(1919251566, hashtext(coalesce(current_schema(), '')))";
+pub(crate) const UNLOCK_RETENTION: &str =
+    "SELECT pg_advisory_unlock(1919251566, hashtext(coalesce(current_schema(), '')))";
 
 impl PgStore {
     /// Runs one parent's ensure in its own transaction under the advisory lock: the monthly
@@ -208,5 +219,18 @@ impl Lifecycle for PgStore {
         })
         .await?;
         Ok(DeletedRows { outbox, timers })
+    }
+
+    async fn try_lock_retention(&self) -> Result<Option<RunLock>, StoreError> {
+        // A session lock on a connection of its own, taken out of the pool: a pooled connection
+        // would go back with the lock still held. The pool opens another in its place.
+        let mut conn = self.pool.acquire().await?.detach();
+        let got: bool = sqlx::query_scalar(TRY_LOCK_RETENTION).fetch_one(&mut conn).await?;
+        if got {
+            Ok(Some(RunLock::session(conn)))
+        } else {
+            let _ = sqlx::Connection::close(conn).await;
+            Ok(None)
+        }
     }
 }

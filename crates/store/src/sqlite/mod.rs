@@ -216,4 +216,10 @@ impl crate::lifecycle::Lifecycle for SqliteStore {
     ) -> Result<crate::lifecycle::DeletedRows, StoreError> {
         self.delete_expired(now, windows).await
     }
+
+    /// SQLite's retention only deletes expired rows (SQLite serializes the writers, and a row
+    /// two runs both try to delete is deleted once): nothing to exclude.
+    async fn try_lock_retention(&self) -> Result<Option<crate::lifecycle::RunLock>, StoreError> {
+        Ok(Some(crate::lifecycle::RunLock::unshared()))
+    }
 }

@@ -1,5 +1,5 @@
-//! Postgres behavior beyond the shared contract: the advisory-lock lease excludes other
-//! holders (SQLite's lease is a no-op by design), and schemas isolate stores.
+//! Postgres behavior beyond the shared contract: the advisory-lock lease and the retention run
+//! lock exclude other holders (SQLite's are no-ops by design), and schemas isolate stores.
 
 use load_agent_store::PgStore;
 
@@ -30,6 +30,44 @@ async fn a_held_lease_excludes_other_holders() {
     assert!(lock.try_lock("L1").await.expect("try_lock").is_none(), "now held by the other session");
     drop(again);
     drop(other);
+    h.cleanup().await;
+}
+
+/// One retention run at a time per store, whichever process asks; a store in another schema
+/// runs its own. A holder that dies without releasing (its connection closed) frees it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retention_lock_admits_one_run_per_store_at_a_time() {
+    let h = PgHarness::new().await;
+    let other = h.reopen().await;
+    let elsewhere = PgHarness::new().await;
+    let lifecycle = &h.stores().lifecycle;
+    let held = lifecycle.try_lock_retention().await.expect("try").expect("granted");
+    assert!(lifecycle.try_lock_retention().await.expect("try").is_none(), "same store: excluded");
+    assert!(other.lifecycle.try_lock_retention().await.expect("try").is_none(), "another process: excluded");
+    let apart = elsewhere.stores().lifecycle.try_lock_retention().await.expect("try");
+    assert!(apart.is_some(), "a store in another schema: granted");
+    held.release().await;
+    let taken = other.lifecycle.try_lock_retention().await.expect("try").expect("released: granted");
+    assert!(lifecycle.try_lock_retention().await.expect("try").is_none(), "now held by the other");
+    // Dropped without a release, as by a process that died: the server ends the session.
+    drop(taken);
+    let mut again = None;
+    for _ in 0..500 {
+        again = lifecycle.try_lock_retention().await.expect("try");
+        if again.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(again.is_some(), "a holder's closed session frees the lock");
+    if let Some(lock) = again {
+        lock.release().await;
+    }
+    if let Some(lock) = apart {
+        lock.release().await;
+    }
+    drop(other);
+    elsewhere.cleanup().await;
     h.cleanup().await;
 }
 
