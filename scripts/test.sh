@@ -38,15 +38,9 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
 fi
 pg_isready -h 127.0.0.1 -p 5432 || { echo "PostgreSQL is not reachable on 127.0.0.1:5432: the tests need it" >&2; exit 1; }
 
-# --- the domain crate stays pure ------------------------------------------------------------
-log "checking that load-agent-domain depends on no IO crate"
-tree=$(cargo tree -p load-agent-domain -e normal --prefix none --locked)
-forbidden=$(echo "$tree" | grep -E '^(tokio|sqlx|sqlx-core|rdkafka|rdkafka-sys|apache-avro|reqwest|hyper|schema_registry_converter) ' || true)
-if [ -n "$forbidden" ]; then
-  echo "load-agent-domain must not depend on IO crates, found:" >&2
-  echo "$forbidden" >&2
-  exit 1
-fi
+# --- the dependency rules of docs/architecture.md (domain pure, agent without IO, ...) ------
+log "checking the crates' dependency rules (scripts/deps-check.sh)"
+./scripts/deps-check.sh
 
 # --- deployment files, checked statically ----------------------------------------------------
 log "checking deploy/, docker-compose.kafka.yml and the Dockerfile"
