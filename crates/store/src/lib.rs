@@ -24,7 +24,9 @@
 //! - [`sqlite`]: [`SqliteStore`] — WAL, one writer task with group commit, reader pool.
 //! - [`postgres`]: [`PgStore`] — one statement per append, `FOR UPDATE SKIP LOCKED` claims,
 //!   advisory-lock leases, `connect_in_schema` for tests and evals.
-//! - [`open`]: [`open_store`] from a URL, [`migrate`], [`Stores`], [`StoreOptions`].
+//! - [`stores`]: [`Stores`] (the handles of one database) and [`StoreOptions`], shared by the
+//!   backends.
+//! - [`open`]: [`open_store`] from a URL (which picks the backend), [`migrate`].
 //!
 //! Migrations live in `migrations/{postgres,sqlite}/` at the workspace root and are embedded.
 //!
@@ -42,6 +44,7 @@ pub mod open;
 pub mod outbox;
 pub mod postgres;
 pub mod sqlite;
+pub mod stores;
 pub mod timers;
 
 mod codec;
@@ -56,12 +59,13 @@ pub use lifecycle::{
     PartitionedTable, RetentionWindows, RunLock, expired,
 };
 pub use lock::{LoadLease, LoadLock, NoopLoadLock};
-pub use open::{StoreOptions, Stores, migrate, open_store, open_store_with};
+pub use open::{migrate, open_store, open_store_with};
 pub use outbox::{
     ClaimedRow, DEFAULT_LEASE, DispatchedMark, NewOutboxRow, NextAttempt, Outbox, OutboxRowView, OutboxStatus,
 };
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
+pub use stores::{StoreOptions, Stores};
 pub use timers::{TimerRow, TimerStatus, TimerStore, TimerView};
 
 #[cfg(test)]

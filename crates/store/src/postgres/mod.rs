@@ -23,7 +23,7 @@ use sqlx::Executor;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::error::StoreError;
-use crate::open::{StoreOptions, Stores};
+use crate::stores::{StoreOptions, Stores};
 
 pub(crate) use lifecycle::UNLOCK_RETENTION;
 pub(crate) use lock::PgLoadLock;

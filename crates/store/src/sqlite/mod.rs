@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::StoreError;
 use crate::lock::NoopLoadLock;
-use crate::open::{StoreOptions, Stores};
+use crate::stores::{StoreOptions, Stores};
 
 use writer::WriteCmd;
 
