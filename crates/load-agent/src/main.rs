@@ -2,14 +2,17 @@
 //!
 //! Exit codes: 0 success; 1 the command ran and found failures (an eval or golden replay that
 //! differs); 2 bad input (a bad argument prints usage, a malformed file names the file).
+//! Commands return a [`CliError`] (error.rs), which `main` prints once and maps to the code.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use error::{CliError, OrExit};
 
 mod commands;
 mod config;
 mod console;
+mod error;
 mod http;
 mod telemetry;
 mod timeline;
@@ -103,78 +106,63 @@ enum RetentionCommand {
     Run(commands::retention::RunArgs),
 }
 
-/// Loads and validates the configuration, printing the error (which names the setting).
-fn load_settings(file: Option<&std::path::Path>) -> Result<config::Settings, u8> {
+/// Loads and validates the configuration; an error names the setting (exit 2).
+fn load_settings(file: Option<&std::path::Path>) -> Result<config::Settings, CliError> {
     let env: Vec<(String, String)> = std::env::vars().collect();
-    config::Settings::load(file, &env).map_err(|e| {
-        eprintln!("load-agent: {e}");
-        2
-    })
+    config::Settings::load(file, &env).or_bad_input("load-agent")
 }
 
-fn with_settings(file: Option<&std::path::Path>, f: impl FnOnce(&config::Settings) -> u8) -> u8 {
-    match load_settings(file) {
-        Ok(s) => f(&s),
-        Err(code) => code,
+fn run(cli: Cli) -> Result<(), CliError> {
+    use commands::service::Role;
+    let file = cli.config.as_deref();
+    match cli.command {
+        Command::Triage(c) => commands::triage::run(c),
+        Command::Sop(c) => commands::sop::run(c, || load_settings(file)),
+        Command::Eval(a) => commands::eval::run(a),
+        Command::Serve => commands::serve::run(&load_settings(file)?, Role::All),
+        Command::Worker => commands::serve::run(&load_settings(file)?, Role::Worker),
+        Command::Relay => commands::serve::run(&load_settings(file)?, Role::Relay),
+        Command::TimerPump => commands::serve::run(&load_settings(file)?, Role::TimerPump),
+        Command::Demo(a) => commands::replay::run_demo(a),
+        Command::Replay(a) => commands::replay::run_replay(a),
+        #[cfg(feature = "kafka")]
+        Command::Dump(a) => commands::replay::run_dump(&load_settings(file)?, a),
+        #[cfg(feature = "kafka")]
+        Command::Dlq(c) => commands::dlq::run(&load_settings(file)?, c),
+        #[cfg(feature = "kafka")]
+        Command::Topics(c) => commands::production::run_topics(&load_settings(file)?, c),
+        Command::Loadtest(a) => commands::loadtest::run(&load_settings(file)?, a),
+        Command::Migrate => commands::store_cmds::run_migrate(&load_settings(file)?),
+        Command::Console(c) => commands::store_cmds::run_console(&load_settings(file)?, c),
+        Command::Archive(c) => commands::archive::run(&load_settings(file)?, c),
+        Command::Partitions(c) => commands::partitions::run(&load_settings(file)?, c),
+        Command::Retention(RetentionCommand::Run(a)) => commands::retention::run(&load_settings(file)?, a),
+        Command::Cost(a) => commands::store_cmds::run_cost(&load_settings(file)?, a),
+        Command::Inspect(a) => commands::store_cmds::run_inspect(&load_settings(file)?, a),
+        Command::Config { print } => {
+            let s = load_settings(file)?;
+            if print {
+                print!("{}", s.to_masked_toml());
+            } else {
+                println!(
+                    "configuration ok ({} mode)",
+                    if s.production() { "production" } else { "embedded" }
+                );
+            }
+            Ok(())
+        }
     }
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let code = match cli.command {
-        Command::Triage(c) => commands::triage::run(c),
-        Command::Sop(c) => commands::sop::run(c, || load_settings(cli.config.as_deref())),
-        Command::Eval(a) => commands::eval::run(a),
-        Command::Serve => {
-            with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::All))
-        }
-        Command::Worker => {
-            with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::Worker))
-        }
-        Command::Relay => {
-            with_settings(cli.config.as_deref(), |s| commands::serve::run(s, commands::serve::Role::Relay))
-        }
-        Command::TimerPump => with_settings(cli.config.as_deref(), |s| {
-            commands::serve::run(s, commands::serve::Role::TimerPump)
-        }),
-        Command::Demo(a) => commands::replay::run_demo(a),
-        Command::Replay(a) => commands::replay::run_replay(a),
-        #[cfg(feature = "kafka")]
-        Command::Dump(a) => with_settings(cli.config.as_deref(), |s| commands::replay::run_dump(s, a)),
-        #[cfg(feature = "kafka")]
-        Command::Dlq(c) => with_settings(cli.config.as_deref(), |s| commands::dlq::run(s, c)),
-        #[cfg(feature = "kafka")]
-        Command::Topics(c) => {
-            with_settings(cli.config.as_deref(), |s| commands::production::run_topics(s, c))
-        }
-        Command::Loadtest(a) => with_settings(cli.config.as_deref(), |s| commands::loadtest::run(s, a)),
-        Command::Migrate => with_settings(cli.config.as_deref(), commands::store_cmds::run_migrate),
-        Command::Console(c) => {
-            with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_console(s, c))
-        }
-        Command::Archive(c) => with_settings(cli.config.as_deref(), |s| commands::archive::run(s, c)),
-        Command::Partitions(c) => with_settings(cli.config.as_deref(), |s| commands::partitions::run(s, c)),
-        Command::Retention(RetentionCommand::Run(a)) => {
-            with_settings(cli.config.as_deref(), |s| commands::retention::run(s, a))
-        }
-        Command::Cost(a) => with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_cost(s, a)),
-        Command::Inspect(a) => {
-            with_settings(cli.config.as_deref(), |s| commands::store_cmds::run_inspect(s, a))
-        }
-        Command::Config { print } => match load_settings(cli.config.as_deref()) {
-            Ok(s) => {
-                if print {
-                    print!("{}", s.to_masked_toml());
-                } else {
-                    println!(
-                        "configuration ok ({} mode)",
-                        if s.production() { "production" } else { "embedded" }
-                    );
-                }
-                0
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        // The one place an error is printed: commands return it, with its exit code.
+        Err(e) => {
+            if let Some(message) = e.message() {
+                eprintln!("{message}");
             }
-            Err(code) => code,
-        },
-    };
-    ExitCode::from(code)
+            ExitCode::from(e.code())
+        }
+    }
 }

@@ -11,8 +11,9 @@ use load_agent_archive::{
     Archive, ArchiveError, ArchiveLocation, ExportOptions, Month, Selection, export, select_loads,
 };
 
-use crate::commands::store_cmds::{log_text, open, runtime};
+use crate::commands::store_cmds::{log_text, open, runtime, with_store};
 use crate::config::Settings;
+use crate::error::{CliError, OrExit};
 
 #[derive(Debug, Subcommand)]
 pub enum ArchiveCommand {
@@ -53,91 +54,62 @@ pub struct VerifyArgs {
     pub archive_only: bool,
 }
 
-/// The exit code of an archive error: 2 when the input is at fault.
-fn code(e: &ArchiveError) -> u8 {
+/// An archive error as the command's error: exit 2 when the input is at fault, else 1.
+fn cli_error(context: &str, e: &ArchiveError) -> CliError {
+    let message = format!("{context}: {e}");
     match e {
         ArchiveError::BadLocation { .. }
         | ArchiveError::BadMonth { .. }
         | ArchiveError::NoManifest { .. }
         | ArchiveError::Manifest { .. }
         | ArchiveError::ManifestExists { .. }
-        | ArchiveError::EmptySelection => 2,
-        _ => 1,
+        | ArchiveError::EmptySelection => CliError::bad_input(message),
+        _ => CliError::failed(message),
     }
 }
 
-pub fn run(settings: &Settings, command: ArchiveCommand) -> u8 {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
+pub fn run(settings: &Settings, command: ArchiveCommand) -> Result<(), CliError> {
     match command {
-        ArchiveCommand::Export(a) => rt.block_on(run_export(settings, a)),
-        ArchiveCommand::Verify(a) => rt.block_on(run_verify(settings, a)),
+        ArchiveCommand::Export(a) => run_export(settings, a),
+        ArchiveCommand::Verify(a) => run_verify(settings, a),
     }
 }
 
-async fn run_export(settings: &Settings, args: ExportArgs) -> u8 {
-    let fail = |e: ArchiveError| {
-        eprintln!("load-agent archive export: {e}");
-        code(&e)
-    };
-    let month = match args.month.as_deref().map(Month::parse).transpose() {
-        Ok(m) => m,
-        Err(e) => return fail(e),
-    };
-    let location = match ArchiveLocation::parse(&args.to, true) {
-        Ok(l) => l,
-        Err(e) => return fail(e),
-    };
-    let stores = match open(settings).await {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
-    let selection = Selection { month, load_ids: args.load, closed_only: args.closed };
-    let ids = match select_loads(stores.events.as_ref(), stores.index.as_ref(), &selection).await {
-        Ok(ids) => ids,
-        Err(e) => return fail(e),
-    };
-    let mut options = ExportOptions::new(selection.to_string(), Utc::now());
-    options.loads_per_file = args.loads_per_file as usize;
-    match export(stores.events.as_ref(), &ids, &location, &options).await {
-        Ok(m) => {
-            println!(
-                "exported {} load(s), {} entries in {} file(s), {} bytes to {location} (from {}; manifest.json written last)",
-                m.totals.loads,
-                m.totals.entries,
-                m.totals.files,
-                m.totals.bytes,
-                settings.database.url.masked()
-            );
-            0
-        }
-        Err(e) => fail(e),
-    }
+fn run_export(settings: &Settings, args: ExportArgs) -> Result<(), CliError> {
+    let fail = |e: ArchiveError| cli_error("load-agent archive export", &e);
+    // The arguments are checked before the database is opened.
+    let month = args.month.as_deref().map(Month::parse).transpose().map_err(fail)?;
+    let location = ArchiveLocation::parse(&args.to, true).map_err(fail)?;
+    with_store(settings, |stores| async move {
+        let selection = Selection { month, load_ids: args.load, closed_only: args.closed };
+        let ids =
+            select_loads(stores.events.as_ref(), stores.index.as_ref(), &selection).await.map_err(fail)?;
+        let mut options = ExportOptions::new(selection.to_string(), Utc::now());
+        options.loads_per_file = args.loads_per_file as usize;
+        let m = export(stores.events.as_ref(), &ids, &location, &options).await.map_err(fail)?;
+        println!(
+            "exported {} load(s), {} entries in {} file(s), {} bytes to {location} (from {}; manifest.json written last)",
+            m.totals.loads,
+            m.totals.entries,
+            m.totals.files,
+            m.totals.bytes,
+            settings.database.url.masked()
+        );
+        Ok(())
+    })
 }
 
-async fn run_verify(settings: &Settings, args: VerifyArgs) -> u8 {
-    let fail = |e: ArchiveError| {
-        eprintln!("load-agent archive verify: {e}");
-        code(&e)
-    };
-    let archive = match open_archive(&args.path).await {
-        Ok(a) => a,
-        Err(e) => return fail(e),
-    };
-    let stores = if args.archive_only {
-        None
-    } else {
-        match open(settings).await {
-            Ok(s) => Some(s),
-            Err(c) => return c,
-        }
-    };
-    let report = match archive.verify(stores.as_ref().map(|s| s.events.as_ref())).await {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
+fn run_verify(settings: &Settings, args: VerifyArgs) -> Result<(), CliError> {
+    runtime()?.block_on(verify(settings, args))
+}
+
+/// Not through `with_store`: the archive is read first, and the database opened only to compare
+/// with it (not at all with --archive-only), so checking files never creates a database.
+async fn verify(settings: &Settings, args: VerifyArgs) -> Result<(), CliError> {
+    let fail = |e: ArchiveError| cli_error("load-agent archive verify", &e);
+    let archive = open_archive(&args.path).await.map_err(fail)?;
+    let stores = if args.archive_only { None } else { Some(open(settings).await?) };
+    let report = archive.verify(stores.as_ref().map(|s| s.events.as_ref())).await.map_err(fail)?;
     for f in &report.findings {
         println!("  {f}");
     }
@@ -154,10 +126,10 @@ async fn run_verify(settings: &Settings, args: VerifyArgs) -> u8 {
             "ok: {} file(s), {} load(s), {} entries in {} ({against})",
             report.files, report.loads, report.entries, report.location
         );
-        0
+        Ok(())
     } else {
         println!("FAILED: {} finding(s) in {} ({against})", report.findings.len(), report.location);
-        1
+        Err(CliError::reported())
     }
 }
 
@@ -168,54 +140,38 @@ async fn open_archive(path: &str) -> Result<Archive, ArchiveError> {
 /// `load-agent inspect --archive PATH LOAD_ID`: the load's timeline from the archive, rendered
 /// by the same code as the live log's (an archive holds no outbox rows: each action shows what
 /// the live log shows once its outbox row has been pruned).
-pub async fn inspect(path: &str, load_id: &str, at: Option<u64>, json: bool) -> u8 {
-    match read(path, load_id).await {
-        Ok(Some(entries)) => {
-            print!("{}", log_text(load_id, &entries, &[], at, json));
-            0
-        }
-        Ok(None) => {
-            eprintln!("load-agent inspect: no load {load_id:?} in the archive {path}");
-            1
-        }
-        Err(e) => {
-            eprintln!("load-agent inspect: {e}");
-            code(&e)
-        }
-    }
+pub async fn inspect(path: &str, load_id: &str, at: Option<u64>, json: bool) -> Result<(), CliError> {
+    let entries = read(path, load_id, "load-agent inspect").await?;
+    print!("{}", log_text(load_id, &entries, &[], at, json));
+    Ok(())
 }
 
 /// `load-agent replay --archive PATH LOAD_ID`: the load's state re-projected from the archive
 /// (the fold the worker runs), printed as JSON with its version.
-pub async fn replay(path: &str, load_id: &str) -> u8 {
-    match read(path, load_id).await {
-        Ok(Some(entries)) => {
-            let state = load_agent_domain::project_state(load_id, &entries);
-            let out = serde_json::json!({ "load_id": load_id, "version": entries.len(), "state": state });
-            match serde_json::to_string_pretty(&out) {
-                Ok(s) => {
-                    println!("{s}");
-                    0
-                }
-                Err(e) => {
-                    eprintln!("load-agent replay: the state of {load_id} does not serialize: {e}");
-                    1
-                }
-            }
-        }
-        Ok(None) => {
-            eprintln!("load-agent replay: no load {load_id:?} in the archive {path}");
-            1
-        }
-        Err(e) => {
-            eprintln!("load-agent replay: {e}");
-            code(&e)
-        }
-    }
+pub async fn replay(path: &str, load_id: &str) -> Result<(), CliError> {
+    let entries = read(path, load_id, "load-agent replay").await?;
+    let state = load_agent_domain::project_state(load_id, &entries);
+    let out = serde_json::json!({ "load_id": load_id, "version": entries.len(), "state": state });
+    let text = serde_json::to_string_pretty(&out)
+        .or_fail(format!("load-agent replay: the state of {load_id} does not serialize"))?;
+    println!("{text}");
+    Ok(())
 }
 
-async fn read(path: &str, load_id: &str) -> Result<Option<Vec<load_agent_domain::LogEntry>>, ArchiveError> {
-    let archive = open_archive(path).await?;
-    let (entries, _) = archive.read_load(load_id).await?;
-    Ok((!entries.is_empty()).then_some(entries))
+/// A load's entries from the archive at `path`; an unknown load fails (exit 1), `context`
+/// prefixes the messages.
+async fn read(
+    path: &str,
+    load_id: &str,
+    context: &str,
+) -> Result<Vec<load_agent_domain::LogEntry>, CliError> {
+    let read = async {
+        let archive = open_archive(path).await?;
+        archive.read_load(load_id).await
+    };
+    let (entries, _) = read.await.map_err(|e| cli_error(context, &e))?;
+    if entries.is_empty() {
+        return Err(CliError::failed(format!("{context}: no load {load_id:?} in the archive {path}")));
+    }
+    Ok(entries)
 }

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 
 use crate::config::Settings;
+use crate::error::{CliError, OrExit};
 
 #[derive(Debug, Subcommand)]
 pub enum DlqCommand {
@@ -77,31 +78,24 @@ impl FilterArgs {
     }
 }
 
-pub fn run(settings: &Settings, cmd: DlqCommand) -> u8 {
+pub fn run(settings: &Settings, cmd: DlqCommand) -> Result<(), CliError> {
     use load_agent_kafka::dlq_tool::{DlqEntry, DlqFilter, parse_position, read_dlq, redrive};
 
     if settings.kafka.brokers.is_empty() {
-        eprintln!("load-agent dlq: kafka.brokers is empty (set LOAD_AGENT_KAFKA_BROKERS)");
-        return 2;
+        return Err(CliError::bad_input(
+            "load-agent dlq: kafka.brokers is empty (set LOAD_AGENT_KAFKA_BROKERS)",
+        ));
     }
     let kafka = crate::commands::production::kafka_config(settings);
-    let rt = match crate::commands::store_cmds::runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
+    let rt = crate::commands::store_cmds::runtime()?;
     let read = |filter: DlqFilter| {
-        rt.block_on(read_dlq(&kafka, &filter)).map_err(|e| {
-            eprintln!("load-agent dlq: reading {} on {}: {e}", kafka.dlq_topic, kafka.brokers);
-            1u8
-        })
+        rt.block_on(read_dlq(&kafka, &filter))
+            .or_fail(format!("load-agent dlq: reading {} on {}", kafka.dlq_topic, kafka.brokers))
     };
     let mut out = std::io::stdout().lock();
     match cmd {
         DlqCommand::List { filter, json } => {
-            let records = match read(filter.filter()) {
-                Ok(r) => r,
-                Err(c) => return c,
-            };
+            let records = read(filter.filter())?;
             for r in &records {
                 let e = DlqEntry::of(r);
                 let line = if json {
@@ -121,23 +115,14 @@ pub fn run(settings: &Settings, cmd: DlqCommand) -> u8 {
                 let _ = writeln!(out, "{line}");
             }
             eprintln!("{} dead letters in {}", records.len(), kafka.dlq_topic);
-            0
+            Ok(())
         }
         DlqCommand::Show { at } => {
             let mut positions = Vec::new();
             for a in &at {
-                match parse_position(a) {
-                    Ok(p) => positions.push(p),
-                    Err(e) => {
-                        eprintln!("load-agent dlq show: {e}");
-                        return 2;
-                    }
-                }
+                positions.push(parse_position(a).or_bad_input("load-agent dlq show")?);
             }
-            let records = match read(DlqFilter { at: positions.clone(), ..DlqFilter::default() }) {
-                Ok(r) => r,
-                Err(c) => return c,
-            };
+            let records = read(DlqFilter { at: positions.clone(), ..DlqFilter::default() })?;
             for r in &records {
                 let _ = writeln!(out, "{}", show(r));
             }
@@ -147,34 +132,23 @@ pub fn run(settings: &Settings, cmd: DlqCommand) -> u8 {
                 .map(|(p, o)| format!("{p}:{o}"))
                 .collect();
             if missing.is_empty() {
-                0
+                Ok(())
             } else {
-                eprintln!("load-agent dlq show: no dead letter at {}", missing.join(", "));
-                1
+                Err(CliError::failed(format!(
+                    "load-agent dlq show: no dead letter at {}",
+                    missing.join(", ")
+                )))
             }
         }
         DlqCommand::Redrive { filter, dry_run } => {
-            let records = match read(filter.filter()) {
-                Ok(r) => r,
-                Err(c) => return c,
-            };
+            let records = read(filter.filter())?;
             let reduced = records.iter().any(|r| r.header(load_agent_kafka::dlq::HEADER_BODY).is_some());
-            let stores = if reduced {
-                match rt.block_on(crate::commands::store_cmds::open(settings)) {
-                    Ok(s) => Some(s),
-                    Err(c) => return c,
-                }
-            } else {
-                None
-            };
+            // The store holds the bodies of reduced dead letters only: opened when one is chosen.
+            let stores =
+                if reduced { Some(rt.block_on(crate::commands::store_cmds::open(settings))?) } else { None };
             let kept = stores.as_ref().map(|s| &*s.dead_letters);
-            let report = match rt.block_on(redrive(&kafka, &records, kept, dry_run)) {
-                Ok(r) => r,
-                Err(e) => {
-                    eprintln!("load-agent dlq redrive: {e}");
-                    return 1;
-                }
-            };
+            let report =
+                rt.block_on(redrive(&kafka, &records, kept, dry_run)).or_fail("load-agent dlq redrive")?;
             for l in &report.lines {
                 let _ = writeln!(
                     out,
@@ -191,7 +165,8 @@ pub fn run(settings: &Settings, cmd: DlqCommand) -> u8 {
                 "{} chosen, {} {verb} to {}, {} skipped, {} failed",
                 report.chosen, report.redriven, kafka.events_topic, report.skipped, report.failed
             );
-            u8::from(report.failed > 0)
+            // The failed records are in the lines above.
+            if report.failed > 0 { Err(CliError::reported()) } else { Ok(()) }
         }
     }
 }

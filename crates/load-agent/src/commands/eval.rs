@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::error::{CliError, OrExit};
+
 #[derive(Debug, Args)]
 pub struct EvalArgs {
     /// Scenario files or folders (all `*.yaml` below them); default `evals/scenarios`.
@@ -18,14 +20,11 @@ pub struct EvalArgs {
 }
 
 /// 0 all passed, 1 some failed, 2 a file could not be read or is not a valid scenario.
-pub fn run(args: EvalArgs) -> u8 {
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("load-agent eval: cannot start the runtime: {e}");
-            return 2;
-        }
-    };
+pub fn run(args: EvalArgs) -> Result<(), CliError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .or_bad_input("load-agent eval: cannot start the runtime")?;
     let mut stdout = std::io::stdout();
     let result = rt.block_on(load_agent_runtime::run_eval(
         &args.paths,
@@ -34,11 +33,6 @@ pub fn run(args: EvalArgs) -> u8 {
         &mut stdout,
     ));
     let _ = stdout.flush();
-    match result {
-        Ok(summary) => summary.exit_code() as u8,
-        Err(e) => {
-            eprintln!("load-agent eval: {e}");
-            2
-        }
-    }
+    // The failed scenarios are in the report printed above.
+    if result.or_bad_input("load-agent eval")?.all_passed() { Ok(()) } else { Err(CliError::reported()) }
 }

@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 
 use crate::commands::store_cmds::with_store;
 use crate::config::Settings;
+use crate::error::{CliError, OrExit};
 
 #[derive(Debug, Subcommand)]
 pub enum PartitionsCommand {
@@ -30,60 +31,48 @@ pub struct EnsureArgs {
     pub days_ahead: Option<u32>,
 }
 
-pub fn run(settings: &Settings, command: PartitionsCommand) -> u8 {
+pub fn run(settings: &Settings, command: PartitionsCommand) -> Result<(), CliError> {
     with_store(settings, |stores| async move {
         if !stores.lifecycle.partitioned() {
             println!("{} is not partitioned (SQLite): nothing to do", settings.database.url.masked());
-            return 0;
+            return Ok(());
         }
         match command {
             PartitionsCommand::Ensure(args) => {
                 let mut plan = settings.lifecycle.plan();
                 plan.months_ahead = args.months_ahead.unwrap_or(plan.months_ahead);
                 plan.days_ahead = args.days_ahead.unwrap_or(plan.days_ahead);
-                match stores.lifecycle.ensure_partitions(Utc::now(), &plan).await {
-                    Ok(made) => {
-                        for name in &made {
-                            println!("made {name}");
-                        }
-                        println!(
-                            "{} partitions made; {} months and {} days ahead are present",
-                            made.len(),
-                            plan.months_ahead,
-                            plan.days_ahead
-                        );
-                        0
-                    }
-                    Err(e) => {
-                        eprintln!("load-agent partitions ensure: {e}");
-                        1
-                    }
+                let made = stores
+                    .lifecycle
+                    .ensure_partitions(Utc::now(), &plan)
+                    .await
+                    .or_fail("load-agent partitions ensure")?;
+                for name in &made {
+                    println!("made {name}");
+                }
+                println!(
+                    "{} partitions made; {} months and {} days ahead are present",
+                    made.len(),
+                    plan.months_ahead,
+                    plan.days_ahead
+                );
+            }
+            PartitionsCommand::List => {
+                let parts = stores.lifecycle.partitions().await.or_fail("load-agent partitions list")?;
+                println!("{:<12} {:<24} {:>12} {:>12}  bounds", "table", "partition", "rows (est.)", "bytes");
+                for p in parts {
+                    println!(
+                        "{:<12} {:<24} {:>12} {:>12}  {}",
+                        p.table,
+                        p.name,
+                        p.rows_estimate.max(0),
+                        p.bytes,
+                        p.bounds
+                    );
                 }
             }
-            PartitionsCommand::List => match stores.lifecycle.partitions().await {
-                Ok(parts) => {
-                    println!(
-                        "{:<12} {:<24} {:>12} {:>12}  bounds",
-                        "table", "partition", "rows (est.)", "bytes"
-                    );
-                    for p in parts {
-                        println!(
-                            "{:<12} {:<24} {:>12} {:>12}  {}",
-                            p.table,
-                            p.name,
-                            p.rows_estimate.max(0),
-                            p.bytes,
-                            p.bounds
-                        );
-                    }
-                    0
-                }
-                Err(e) => {
-                    eprintln!("load-agent partitions list: {e}");
-                    1
-                }
-            },
         }
+        Ok(())
     })
 }
 

@@ -1,19 +1,19 @@
 //! Production mode: Kafka in and out, Postgres (built with the `kafka` feature).
 
-use crate::commands::serve::Role;
+use crate::commands::service::Role;
 use crate::config::Settings;
+use crate::error::CliError;
 
 #[cfg(not(feature = "kafka"))]
-pub async fn run(_settings: &Settings, role: Role) -> u8 {
-    eprintln!(
+pub async fn run(_settings: &Settings, role: Role) -> Result<(), CliError> {
+    Err(CliError::bad_input(format!(
         "load-agent {role:?}: kafka.brokers is set (production mode) but this build has no Kafka support; \
          build with `cargo build --release -p load-agent --features kafka`"
-    );
-    2
+    )))
 }
 
 #[cfg(feature = "kafka")]
-pub async fn run(settings: &Settings, role: Role) -> u8 {
+pub async fn run(settings: &Settings, role: Role) -> Result<(), CliError> {
     imp::run(settings, role).await
 }
 
@@ -40,46 +40,42 @@ pub enum TopicsCommand {
 /// Runs a `topics` command; exit 0 when every topic exists afterwards, 1 when the broker
 /// refused, 2 on a configuration without brokers.
 #[cfg(feature = "kafka")]
-pub fn run_topics(settings: &Settings, cmd: TopicsCommand) -> u8 {
+pub fn run_topics(settings: &Settings, cmd: TopicsCommand) -> Result<(), CliError> {
+    use crate::error::OrExit;
+
     let TopicsCommand::Ensure { partitions, replication_factor } = cmd;
     if settings.kafka.brokers.is_empty() {
-        eprintln!("load-agent topics ensure: kafka.brokers is empty (set LOAD_AGENT_KAFKA_BROKERS)");
-        return 2;
+        return Err(CliError::bad_input(
+            "load-agent topics ensure: kafka.brokers is empty (set LOAD_AGENT_KAFKA_BROKERS)",
+        ));
     }
     let partitions = partitions.unwrap_or(settings.kafka.partitions);
     if partitions <= 0 || replication_factor <= 0 {
-        eprintln!("load-agent topics ensure: --partitions and --replication-factor must be at least 1");
-        return 2;
+        return Err(CliError::bad_input(
+            "load-agent topics ensure: --partitions and --replication-factor must be at least 1",
+        ));
     }
     let kafka = kafka_config(settings);
     let topics = kafka.all_topics();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("load-agent topics ensure: cannot start the runtime: {e}");
-            return 1;
-        }
-    };
-    match runtime.block_on(load_agent_kafka::ensure_topics(&kafka, &topics, partitions, replication_factor)) {
-        Ok(created) => {
-            for topic in &topics {
-                let what = if created.contains(topic) { "created" } else { "exists" };
-                println!("{topic}\t{what}");
-            }
-            println!("{} topics on {}: {} created", topics.len(), kafka.brokers, created.len());
-            0
-        }
-        Err(e) => {
-            eprintln!("load-agent topics ensure: on {}: {e}", kafka.brokers);
-            1
-        }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .or_fail("load-agent topics ensure: cannot start the runtime")?;
+    let created = runtime
+        .block_on(load_agent_kafka::ensure_topics(&kafka, &topics, partitions, replication_factor))
+        .or_fail(format!("load-agent topics ensure: on {}", kafka.brokers))?;
+    for topic in &topics {
+        let what = if created.contains(topic) { "created" } else { "exists" };
+        println!("{topic}\t{what}");
     }
+    println!("{} topics on {}: {} created", topics.len(), kafka.brokers, created.len());
+    Ok(())
 }
 
 #[cfg(feature = "kafka")]
 mod imp {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::Ordering;
     use std::time::Duration;
 
     use load_agent_kafka::{
@@ -88,13 +84,12 @@ mod imp {
     use load_agent_runtime::{Clock, Shutdown, SystemClock, shutdown_channel};
     use load_agent_store::Stores;
     use tokio::task::JoinSet;
-    use tracing::{error, info, warn};
+    use tracing::{error, info};
 
-    use super::Role;
-    use crate::commands::serve::{ServiceParts, runtime_config, wait_for_signal};
+    use crate::commands::service::{Role, ServiceParts, drain, runtime_config, start_http, wait_for_signal};
     use crate::commands::store_cmds::open;
     use crate::config::Settings;
-    use crate::http::{HttpState, router};
+    use crate::error::{CliError, OrExit};
     use crate::telemetry;
 
     pub fn kafka_config(settings: &Settings) -> KafkaConfig {
@@ -122,9 +117,8 @@ mod imp {
     }
 
     impl Pipeline<'_> {
-        /// Spawns the loops of `role` on `tasks`; they stop on `shutdown`. An error is printed
-        /// and becomes the exit code.
-        pub fn spawn(self, role: Role, tasks: &mut JoinSet<()>, shutdown: &Shutdown) -> Result<(), u8> {
+        /// Spawns the loops of `role` on `tasks`; they stop on `shutdown`.
+        pub fn spawn(self, role: Role, tasks: &mut JoinSet<()>, shutdown: &Shutdown) -> Result<(), CliError> {
             let Pipeline { settings, stores, kafka, registry, parts, clock } = self;
             let ServiceParts { agent, llm, limits } = parts;
             let rc = runtime_config(settings);
@@ -153,111 +147,55 @@ mod imp {
                 });
             }
             if matches!(role, Role::All | Role::Relay) {
-                let mut relay =
-                    kafka_relay(stores, kafka, &limits, clock.clone(), rc.relay).map_err(|e| {
-                        eprintln!("load-agent: relay producer: {e}");
-                        1
-                    })?;
+                let mut relay = kafka_relay(stores, kafka, &limits, clock.clone(), rc.relay)
+                    .or_fail("load-agent: relay producer")?;
                 if let Some(signal) = commit_signal.take() {
                     relay = relay.with_wakeup(signal);
                 }
                 tasks.spawn(Arc::new(relay).run(shutdown.clone()));
             }
             if matches!(role, Role::All | Role::TimerPump) {
-                let pump = kafka_timer_pump(stores, kafka, clock, rc.pump).map_err(|e| {
-                    eprintln!("load-agent: timer pump producer: {e}");
-                    1
-                })?;
+                let pump = kafka_timer_pump(stores, kafka, clock, rc.pump)
+                    .or_fail("load-agent: timer pump producer")?;
                 tasks.spawn(Arc::new(pump).run(shutdown.clone()));
             }
             Ok(())
         }
     }
 
-    pub async fn run(settings: &Settings, role: Role) -> u8 {
-        let metrics = match telemetry::init_metrics() {
-            Ok(h) => h,
-            Err(e) => {
-                eprintln!("load-agent: {e}");
-                return 1;
-            }
-        };
-        let stores = match open(settings).await {
-            Ok(s) => s,
-            Err(c) => return c,
-        };
+    pub async fn run(settings: &Settings, role: Role) -> Result<(), CliError> {
+        let metrics = telemetry::init_metrics().or_fail("load-agent")?;
+        let stores = open(settings).await?;
         let mut kafka = kafka_config(settings);
         // A Confluent-compatible registry, when configured, gives the schema ids; otherwise the
         // embedded registry's fixed ids frame every record.
         let registry = if settings.kafka.schema_registry_url.is_empty() {
             None
         } else {
-            let client = match load_agent_avro::registry_client::RegistryClient::new(
-                &settings.kafka.schema_registry_url,
-            ) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("load-agent: kafka.schema_registry_url: {e}");
-                    return 2;
-                }
-            };
-            match load_agent_kafka::register_schemas(&client, &kafka).await {
-                Ok(ids) => kafka.schema_ids = ids,
-                Err(e) => {
-                    eprintln!(
-                        "load-agent: registering schemas at {}: {e}",
-                        settings.kafka.schema_registry_url
-                    );
-                    return 1;
-                }
-            }
+            let client =
+                load_agent_avro::registry_client::RegistryClient::new(&settings.kafka.schema_registry_url)
+                    .or_bad_input("load-agent: kafka.schema_registry_url")?;
+            kafka.schema_ids = load_agent_kafka::register_schemas(&client, &kafka).await.or_fail(format!(
+                "load-agent: registering schemas at {}",
+                settings.kafka.schema_registry_url
+            ))?;
             Some(Arc::new(client))
         };
-        if settings.kafka.create_topics
-            && let Err(e) = ensure_topics(&kafka, &kafka.all_topics(), settings.kafka.partitions, 1).await
-        {
-            eprintln!("load-agent: creating topics on {}: {e}", kafka.brokers);
-            return 1;
+        if settings.kafka.create_topics {
+            ensure_topics(&kafka, &kafka.all_topics(), settings.kafka.partitions, 1)
+                .await
+                .or_fail(format!("load-agent: creating topics on {}", kafka.brokers))?;
         }
-        let parts = match ServiceParts::build(settings) {
-            Ok(p) => p,
-            Err(c) => return c,
-        };
+        let parts = ServiceParts::build(settings)?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let (trigger, shutdown) = shutdown_channel();
         let mut tasks = tokio::task::JoinSet::new();
         let pipeline =
             Pipeline { settings, stores: &stores, kafka: &kafka, registry: registry.as_ref(), parts, clock };
-        if let Err(c) = pipeline.spawn(role, &mut tasks, &shutdown) {
-            return c;
-        }
+        pipeline.spawn(role, &mut tasks, &shutdown)?;
         crate::commands::retention::spawn_store_jobs(&mut tasks, &stores, settings, &shutdown);
-        let ready = Arc::new(AtomicBool::new(true));
-        let token = Some(settings.http.token.expose().to_string()).filter(|t| !t.is_empty());
-        let state = HttpState {
-            stores,
-            metrics,
-            publish: None,
-            token,
-            ready: ready.clone(),
-            console: settings.console.config(),
-        };
-        let listener = match tokio::net::TcpListener::bind(&settings.http.addr).await {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("load-agent: http.addr {}: {e}", settings.http.addr);
-                return 1;
-            }
-        };
+        let http = start_http(settings, stores, metrics, None, &shutdown, "load-agent").await?;
         info!(?role, brokers = %kafka.brokers, database = %settings.database.url.masked(), "load-agent serving (production mode)");
-        let mut http_shutdown = shutdown.clone();
-        let http = tokio::spawn(async move {
-            let server = axum::serve(listener, router(state))
-                .with_graceful_shutdown(async move { http_shutdown.recv().await });
-            if let Err(e) = server.await {
-                error!(error = %e, "http server failed");
-            }
-        });
         // Every loop runs until shutdown: one that ends before (the consumer refused a topic's
         // settings at start, say) stops the process rather than leave it half running.
         let mut failed = false;
@@ -268,19 +206,11 @@ mod imp {
                 failed = true;
             }
         }
-        ready.store(false, Ordering::Relaxed);
+        http.ready.store(false, Ordering::Relaxed);
         info!("shutting down: draining in-flight records, storing offsets, releasing claims");
         trigger.shutdown();
-        let drained = tokio::time::timeout(Duration::from_secs(settings.shutdown.grace_secs), async {
-            while tasks.join_next().await.is_some() {}
-            let _ = http.await;
-        })
-        .await;
-        if drained.is_err() {
-            warn!("grace period passed with work still running; exiting");
-            return 1;
-        }
-        info!("stopped");
-        u8::from(failed)
+        drain(settings, tasks, http.server).await?;
+        // The loop's failure is in the log already.
+        if failed { Err(CliError::reported()) } else { Ok(()) }
     }
 }

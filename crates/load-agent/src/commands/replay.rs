@@ -14,6 +14,7 @@ use load_agent_kafka::{InboundRecord, read_dump, replay, replay_records};
 use load_agent_store::open_store;
 
 use crate::commands::store_cmds::{inspect_text, runtime};
+use crate::error::{CliError, OrExit};
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -35,11 +36,8 @@ pub struct ReplayArgs {
     pub database_url: Option<String>,
 }
 
-pub fn run_replay(args: ReplayArgs) -> u8 {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
+pub fn run_replay(args: ReplayArgs) -> Result<(), CliError> {
+    let rt = runtime()?;
     if let Some(archive) = &args.archive {
         return rt.block_on(crate::commands::archive::replay(archive, &args.dump.to_string_lossy()));
     }
@@ -52,18 +50,12 @@ pub fn run_replay(args: ReplayArgs) -> u8 {
         &mut stdout,
     ));
     let _ = stdout.flush();
-    match result {
-        Ok(summary) => {
-            for d in summary.differences.iter().take(20) {
-                println!("  differs: {d}");
-            }
-            summary.exit_code() as u8
-        }
-        Err(e) => {
-            eprintln!("load-agent replay: {e}");
-            2
-        }
+    let summary = result.or_bad_input("load-agent replay")?;
+    for d in summary.differences.iter().take(20) {
+        println!("  differs: {d}");
     }
+    // The differences (and the loads given up on) are in the output above.
+    if summary.exit_code() == 0 { Ok(()) } else { Err(CliError::reported()) }
 }
 
 #[derive(Debug, Args)]
@@ -79,24 +71,14 @@ pub struct DemoArgs {
     pub quiet: bool,
 }
 
-pub fn run_demo(args: DemoArgs) -> u8 {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
-    rt.block_on(demo(&args))
+pub fn run_demo(args: DemoArgs) -> Result<(), CliError> {
+    runtime()?.block_on(demo(&args))
 }
 
-async fn demo(args: &DemoArgs) -> u8 {
+async fn demo(args: &DemoArgs) -> Result<(), CliError> {
     let mut records = Vec::new();
     for dump in &args.dumps {
-        match read_dump(dump) {
-            Ok(r) => records.extend(r),
-            Err(e) => {
-                eprintln!("load-agent demo: {e}");
-                return 2;
-            }
-        }
+        records.extend(read_dump(dump).or_bad_input("load-agent demo")?);
     }
     for suffix in ["", "-wal", "-shm"] {
         let mut p = args.db.clone().into_os_string();
@@ -104,13 +86,7 @@ async fn demo(args: &DemoArgs) -> u8 {
         let _ = std::fs::remove_file(PathBuf::from(p));
     }
     let url = format!("sqlite://{}", args.db.display());
-    let stores = match open_store(&url).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("load-agent demo: {}: {e}", args.db.display());
-            return 1;
-        }
-    };
+    let stores = open_store(&url).await.or_fail(format!("load-agent demo: {}", args.db.display()))?;
     // Loads are independent: replay each load's records in order, one load at a time.
     let mut by_load: BTreeMap<String, Vec<InboundRecord>> = BTreeMap::new();
     for r in records {
@@ -136,20 +112,13 @@ async fn demo(args: &DemoArgs) -> u8 {
             }
             Err(e) => {
                 bar.abandon();
-                eprintln!("load-agent demo: load {load_id}: {e}");
-                return 1;
+                return Err(CliError::failed(format!("load-agent demo: load {load_id}: {e}")));
             }
         }
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let ids = match stores.events.load_ids(10_000).await {
-        Ok(ids) => ids,
-        Err(e) => {
-            eprintln!("load-agent demo: {e}");
-            return 1;
-        }
-    };
+    let ids = stores.events.load_ids(10_000).await.or_fail("load-agent demo")?;
     let mut events: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut paths: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut actions: BTreeMap<&'static str, usize> = BTreeMap::new();
@@ -195,7 +164,7 @@ async fn demo(args: &DemoArgs) -> u8 {
         args.db.display(),
         ids.first().map(String::as_str).unwrap_or("LOAD_ID")
     );
-    0
+    Ok(())
 }
 
 #[cfg(feature = "kafka")]
@@ -212,23 +181,15 @@ pub struct DumpArgs {
 }
 
 #[cfg(feature = "kafka")]
-pub fn run_dump(settings: &crate::config::Settings, args: DumpArgs) -> u8 {
+pub fn run_dump(settings: &crate::config::Settings, args: DumpArgs) -> Result<(), CliError> {
     if settings.kafka.brokers.is_empty() {
-        eprintln!("load-agent dump: kafka.brokers is not set");
-        return 2;
+        return Err(CliError::bad_input("load-agent dump: kafka.brokers is not set"));
     }
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
+    let rt = runtime()?;
     let mut out: Box<dyn Write> = match &args.output {
-        Some(p) => match std::fs::File::create(p) {
-            Ok(f) => Box::new(std::io::BufWriter::new(f)),
-            Err(e) => {
-                eprintln!("load-agent dump: {}: {e}", p.display());
-                return 2;
-            }
-        },
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).or_bad_input(format!("load-agent dump: {}", p.display()))?,
+        )),
         None => Box::new(std::io::stdout()),
     };
     let r = rt.block_on(load_agent_kafka::dump(
@@ -238,14 +199,7 @@ pub fn run_dump(settings: &crate::config::Settings, args: DumpArgs) -> u8 {
         args.until_end,
         &mut out,
     ));
-    match r {
-        Ok(s) => {
-            eprintln!("dumped {} records from {} partitions", s.records, s.partitions);
-            0
-        }
-        Err(e) => {
-            eprintln!("load-agent dump: {e}");
-            1
-        }
-    }
+    let s = r.or_fail("load-agent dump")?;
+    eprintln!("dumped {} records from {} partitions", s.records, s.partitions);
+    Ok(())
 }

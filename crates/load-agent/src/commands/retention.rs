@@ -16,6 +16,7 @@ use load_agent_store::{ExpiredPartition, PartitionedTable, RetentionWindows, Sto
 
 use crate::commands::store_cmds::with_store;
 use crate::config::Settings;
+use crate::error::CliError;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -244,12 +245,13 @@ async fn archive_and_verify(
     Ok(Some(archive.manifest().load_versions()))
 }
 
-pub fn run(settings: &Settings, args: RunArgs) -> u8 {
+pub fn run(settings: &Settings, args: RunArgs) -> Result<(), CliError> {
     with_store(settings, |stores| async move {
         let config = RetentionConfig::from_settings(settings, args.dry_run);
         let report = run_retention(&stores, &config, Utc::now()).await;
         print_report(&report, args.dry_run);
-        u8::from(report.failed())
+        // The failed steps are in the report printed above.
+        if report.failed() { Err(CliError::reported()) } else { Ok(()) }
     })
 }
 

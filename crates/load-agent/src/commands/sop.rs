@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use clap::Subcommand;
 use load_agent_agent::{SopRegistry, Templates};
 
+use crate::error::{CliError, OrExit};
+
 #[derive(Debug, Subcommand)]
 pub enum SopCommand {
     /// Validates every SOP spec under a folder (`<client>/v<N>.yaml`); names the file, the field
@@ -26,80 +28,35 @@ pub enum SopCommand {
     },
 }
 
-pub fn run(cmd: SopCommand, settings: impl FnOnce() -> Result<crate::config::Settings, u8>) -> u8 {
+pub fn run(
+    cmd: SopCommand,
+    settings: impl FnOnce() -> Result<crate::config::Settings, CliError>,
+) -> Result<(), CliError> {
     match cmd {
         SopCommand::Compile { file, out, id } => {
-            let settings = match settings() {
-                Ok(s) => s,
-                Err(c) => return c,
-            };
-            let text = match std::fs::read_to_string(&file) {
-                Ok(t) => t,
-                Err(e) => {
-                    eprintln!("load-agent sop compile: {}: {e}", file.display());
-                    return 2;
-                }
-            };
-            let (templates, llm) = match (Templates::embedded(), settings.llm.client()) {
-                (Ok(t), Ok(l)) => (t, l),
-                (Err(e), _) => {
-                    eprintln!("load-agent sop compile: {e}");
-                    return 2;
-                }
-                (_, Err(e)) => {
-                    eprintln!("load-agent sop compile: {e}");
-                    return 2;
-                }
-            };
+            let settings = settings()?;
+            let text = std::fs::read_to_string(&file)
+                .or_bad_input(format!("load-agent sop compile: {}", file.display()))?;
+            let templates = Templates::embedded().or_bad_input("load-agent sop compile")?;
+            let llm = settings.llm.client().or_bad_input("load-agent sop compile")?;
             let id = id.unwrap_or_else(|| super::sop_compile::sop_id_of(&file));
             let out = out.unwrap_or_else(|| super::sop_compile::default_out(&file));
-            let rt = match super::store_cmds::runtime() {
-                Ok(rt) => rt,
-                Err(c) => return c,
-            };
+            let rt = super::store_cmds::runtime()?;
             let source = file.display().to_string();
-            match rt.block_on(super::sop_compile::compile(llm.as_ref(), &templates, &id, &source, &text)) {
-                Ok(yaml) => match std::fs::write(&out, yaml) {
-                    Ok(()) => {
-                        println!("wrote {} for review", out.display());
-                        0
-                    }
-                    Err(e) => {
-                        eprintln!("load-agent sop compile: {}: {e}", out.display());
-                        1
-                    }
-                },
-                Err(e) => {
-                    eprintln!("load-agent sop compile: {e}");
-                    1
-                }
-            }
+            let yaml = rt
+                .block_on(super::sop_compile::compile(llm.as_ref(), &templates, &id, &source, &text))
+                .or_fail("load-agent sop compile")?;
+            std::fs::write(&out, yaml).or_fail(format!("load-agent sop compile: {}", out.display()))?;
+            println!("wrote {} for review", out.display());
+            Ok(())
         }
         SopCommand::Check { dir } => {
-            let templates = match Templates::embedded() {
-                Ok(t) => t,
-                Err(e) => {
-                    eprintln!("load-agent sop check: {e}");
-                    return 2;
-                }
-            };
-            match SopRegistry::load_dir(&dir, &templates) {
-                Ok(reg) => {
-                    for sop in reg.iter() {
-                        println!(
-                            "ok  {} v{} ({} ask rules)",
-                            sop.spec.id,
-                            sop.spec.version,
-                            sop.spec.asks.len()
-                        );
-                    }
-                    0
-                }
-                Err(e) => {
-                    eprintln!("load-agent sop check: {e}");
-                    2
-                }
+            let templates = Templates::embedded().or_bad_input("load-agent sop check")?;
+            let reg = SopRegistry::load_dir(&dir, &templates).or_bad_input("load-agent sop check")?;
+            for sop in reg.iter() {
+                println!("ok  {} v{} ({} ask rules)", sop.spec.id, sop.spec.version, sop.spec.asks.len());
             }
+            Ok(())
         }
     }
 }

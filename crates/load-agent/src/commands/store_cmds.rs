@@ -1,17 +1,19 @@
-//! Commands over the store: `migrate`, `cost LOAD_ID`, `inspect LOAD_ID` (also `--archive PATH`).
+//! Commands over the store: `migrate`, `cost LOAD_ID`, `inspect LOAD_ID` (also `--archive PATH`),
+//! `console rebuild`; and [`with_store`], through which every one-shot command opens the store.
 
 use clap::Args;
 use load_agent_store::{StoreOptions, Stores, migrate, open_store_with};
 
 use crate::config::Settings;
+use crate::error::{CliError, OrExit};
 use crate::timeline;
 
 /// A tokio runtime for a one-shot command.
-pub fn runtime() -> Result<tokio::runtime::Runtime, u8> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| {
-        eprintln!("load-agent: cannot start the runtime: {e}");
-        2
-    })
+pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .or_bad_input("load-agent: cannot start the runtime")
 }
 
 /// The store of the settings: `database.url`, its pool size, and the relay's claim lease.
@@ -23,48 +25,28 @@ pub fn store_options(settings: &Settings) -> StoreOptions {
     }
 }
 
-pub async fn open(settings: &Settings) -> Result<Stores, u8> {
-    open_store_with(settings.database.url.expose(), &store_options(settings)).await.map_err(|e| {
-        eprintln!("load-agent: database.url ({}): {e}", settings.database.url.masked());
-        1
-    })
+/// Opens the settings' store; the error names `database.url`, masked (exit 1).
+pub async fn open(settings: &Settings) -> Result<Stores, CliError> {
+    open_store_with(settings.database.url.expose(), &store_options(settings))
+        .await
+        .or_fail(format!("load-agent: database.url ({})", settings.database.url.masked()))
 }
 
-/// Runs a one-shot command on the settings' store: a runtime, the store opened (its errors
-/// printed, exit 1), then `command`'s exit code.
-pub fn with_store<F, Fut>(settings: &Settings, command: F) -> u8
+/// Runs a one-shot command on the settings' store: a runtime, the store opened (exit 1 when it
+/// cannot be), then `command`.
+pub fn with_store<F, Fut>(settings: &Settings, command: F) -> Result<(), CliError>
 where
     F: FnOnce(Stores) -> Fut,
-    Fut: std::future::Future<Output = u8>,
+    Fut: std::future::Future<Output = Result<(), CliError>>,
 {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
-    rt.block_on(async {
-        match open(settings).await {
-            Ok(stores) => command(stores).await,
-            Err(c) => c,
-        }
-    })
+    runtime()?.block_on(async { command(open(settings).await?).await })
 }
 
 /// `load-agent migrate`: applies the migrations not applied yet.
-pub fn run_migrate(settings: &Settings) -> u8 {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
-    match rt.block_on(migrate(settings.database.url.expose())) {
-        Ok(()) => {
-            println!("migrations applied to {}", settings.database.url.masked());
-            0
-        }
-        Err(e) => {
-            eprintln!("load-agent migrate: {e}");
-            1
-        }
-    }
+pub fn run_migrate(settings: &Settings) -> Result<(), CliError> {
+    runtime()?.block_on(migrate(settings.database.url.expose())).or_fail("load-agent migrate")?;
+    println!("migrations applied to {}", settings.database.url.masked());
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -75,34 +57,17 @@ pub struct CostArgs {
 }
 
 /// `load-agent cost LOAD_ID`: the LLM cost of a load, a SQL sum over its log.
-pub fn run_cost(settings: &Settings, args: CostArgs) -> u8 {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
-    rt.block_on(async {
-        let stores = match open(settings).await {
-            Ok(s) => s,
-            Err(c) => return c,
-        };
-        let (entries, _) = match stores.events.read(&args.load_id).await {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("load-agent cost: {e}");
-                return 1;
-            }
-        };
+pub fn run_cost(settings: &Settings, args: CostArgs) -> Result<(), CliError> {
+    with_store(settings, |stores| async move {
+        let (entries, _) = stores.events.read(&args.load_id).await.or_fail("load-agent cost")?;
         if entries.is_empty() {
-            eprintln!("load-agent cost: no load {:?} in {}", args.load_id, settings.database.url.masked());
-            return 1;
+            return Err(CliError::failed(format!(
+                "load-agent cost: no load {:?} in {}",
+                args.load_id,
+                settings.database.url.masked()
+            )));
         }
-        let cost = match stores.events.llm_cost(&args.load_id).await {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("load-agent cost: {e}");
-                return 1;
-            }
-        };
+        let cost = stores.events.llm_cost(&args.load_id).await.or_fail("load-agent cost")?;
         let mut calls = 0usize;
         let mut tokens = (0u64, 0u64);
         let mut by_method: std::collections::BTreeMap<String, (usize, f64)> = Default::default();
@@ -127,12 +92,15 @@ pub fn run_cost(settings: &Settings, args: CostArgs) -> u8 {
             });
             println!("{v}");
         } else {
-            println!("load {}: LLM cost ${cost:.6} over {calls} call(s), {} input / {} output tokens", args.load_id, tokens.0, tokens.1);
+            println!(
+                "load {}: LLM cost ${cost:.6} over {calls} call(s), {} input / {} output tokens",
+                args.load_id, tokens.0, tokens.1
+            );
             for (m, (n, c)) in by_method {
                 println!("  {m:<18} {n:>5} call(s)  ${c:.6}");
             }
         }
-        0
+        Ok(())
     })
 }
 
@@ -151,37 +119,27 @@ pub struct InspectArgs {
 }
 
 /// `load-agent inspect [--archive PATH] LOAD_ID [--at VERSION] [--json]`.
-pub fn run_inspect(settings: &Settings, args: InspectArgs) -> u8 {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
+pub fn run_inspect(settings: &Settings, args: InspectArgs) -> Result<(), CliError> {
     if let Some(archive) = &args.archive {
-        return rt.block_on(crate::commands::archive::inspect(archive, &args.load_id, args.at, args.json));
+        return runtime()?.block_on(crate::commands::archive::inspect(
+            archive,
+            &args.load_id,
+            args.at,
+            args.json,
+        ));
     }
-    rt.block_on(async {
-        let stores = match open(settings).await {
-            Ok(s) => s,
-            Err(c) => return c,
+    with_store(settings, |stores| async move {
+        let text =
+            inspect_text(&stores, &args.load_id, args.at, args.json).await.or_fail("load-agent inspect")?;
+        let Some(text) = text else {
+            return Err(CliError::failed(format!(
+                "load-agent inspect: no load {:?} in {}",
+                args.load_id,
+                settings.database.url.masked()
+            )));
         };
-        match inspect_text(&stores, &args.load_id, args.at, args.json).await {
-            Ok(Some(text)) => {
-                print!("{text}");
-                0
-            }
-            Ok(None) => {
-                eprintln!(
-                    "load-agent inspect: no load {:?} in {}",
-                    args.load_id,
-                    settings.database.url.masked()
-                );
-                1
-            }
-            Err(e) => {
-                eprintln!("load-agent inspect: {e}");
-                1
-            }
-        }
+        print!("{text}");
+        Ok(())
     })
 }
 
@@ -233,27 +191,12 @@ pub enum ConsoleCommand {
 }
 
 /// `load-agent console rebuild`.
-pub fn run_console(settings: &Settings, command: ConsoleCommand) -> u8 {
+pub fn run_console(settings: &Settings, command: ConsoleCommand) -> Result<(), CliError> {
     let ConsoleCommand::Rebuild { limit } = command;
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
-    rt.block_on(async {
-        let stores = match open(settings).await {
-            Ok(s) => s,
-            Err(c) => return c,
-        };
-        match rebuild_summaries(&stores, limit).await {
-            Ok(n) => {
-                println!("load_summary rebuilt for {n} load(s) in {}", settings.database.url.masked());
-                0
-            }
-            Err(e) => {
-                eprintln!("load-agent console rebuild: {e}");
-                1
-            }
-        }
+    with_store(settings, |stores| async move {
+        let n = rebuild_summaries(&stores, limit).await.or_fail("load-agent console rebuild")?;
+        println!("load_summary rebuilt for {n} load(s) in {}", settings.database.url.masked());
+        Ok(())
     })
 }
 

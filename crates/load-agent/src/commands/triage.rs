@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
+use crate::error::{CliError, OrExit};
+
 #[derive(Debug, Subcommand)]
 pub enum TriageCommand {
     /// Retrains the model on `train/*.jsonl` and writes the weights (reproduces the committed
@@ -52,68 +54,41 @@ fn write_errors(path: &std::path::Path, errors: &[load_agent_triage::Misclassifi
     std::fs::write(path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))
 }
 
-pub fn run(cmd: TriageCommand) -> u8 {
+pub fn run(cmd: TriageCommand) -> Result<(), CliError> {
     match cmd {
-        TriageCommand::Train { corpus, out, errors } => match load_agent_triage::train_command(&corpus, &out)
-        {
-            Ok(summary) => {
-                print!("{}", summary.to_text());
-                println!("wrote {}", out.display());
-                match errors.map(|path| write_errors(&path, &summary.oof_errors).map(|()| path)) {
-                    Some(Ok(path)) => println!(
-                        "wrote {} out-of-fold errors to {}",
-                        summary.oof_errors.len(),
-                        path.display()
-                    ),
-                    Some(Err(e)) => {
-                        eprintln!("load-agent triage train: {e}");
-                        return 2;
-                    }
-                    None => {}
-                }
-                0
+        TriageCommand::Train { corpus, out, errors } => {
+            let summary =
+                load_agent_triage::train_command(&corpus, &out).or_bad_input("load-agent triage train")?;
+            print!("{}", summary.to_text());
+            println!("wrote {}", out.display());
+            if let Some(path) = errors {
+                write_errors(&path, &summary.oof_errors).or_bad_input("load-agent triage train")?;
+                println!("wrote {} out-of-fold errors to {}", summary.oof_errors.len(), path.display());
             }
-            Err(e) => {
-                eprintln!("load-agent triage train: {e}");
-                2
-            }
-        },
+        }
         TriageCommand::Dedupe { corpus, dry_run } => {
-            match load_agent_triage::dedupe_command(&corpus, dry_run) {
-                Ok(report) => {
-                    for (file, lines) in &report.removed {
-                        println!(
-                            "{file}: {} line(s) {}: {lines:?}",
-                            lines.len(),
-                            if dry_run { "to remove" } else { "removed" }
-                        );
-                    }
-                    println!(
-                        "{} training lines near-duplicating {} test lines ({} training lines read)",
-                        report.removed_lines(),
-                        report.test_messages,
-                        report.training_messages
-                    );
-                    0
-                }
-                Err(e) => {
-                    eprintln!("load-agent triage dedupe: {e}");
-                    2
-                }
+            let report = load_agent_triage::dedupe_command(&corpus, dry_run)
+                .or_bad_input("load-agent triage dedupe")?;
+            for (file, lines) in &report.removed {
+                println!(
+                    "{file}: {} line(s) {}: {lines:?}",
+                    lines.len(),
+                    if dry_run { "to remove" } else { "removed" }
+                );
             }
+            println!(
+                "{} training lines near-duplicating {} test lines ({} training lines read)",
+                report.removed_lines(),
+                report.test_messages,
+                report.training_messages
+            );
         }
         TriageCommand::Eval { files, json } => {
             let mut stdout = std::io::stdout().lock();
-            match load_agent_triage::eval_command(&files, json, &mut stdout) {
-                Ok(()) => {
-                    let _ = stdout.flush();
-                    0
-                }
-                Err(e) => {
-                    eprintln!("load-agent triage eval: {e}");
-                    2
-                }
-            }
+            load_agent_triage::eval_command(&files, json, &mut stdout)
+                .or_bad_input("load-agent triage eval")?;
+            let _ = stdout.flush();
         }
     }
+    Ok(())
 }

@@ -31,9 +31,10 @@ use tokio::task::JoinSet;
 
 use self::probe::{Latency, Probe, WindowFigures};
 use self::traffic::{Mix, Traffic};
-use crate::commands::serve::ServiceParts;
+use crate::commands::service::ServiceParts;
 use crate::commands::store_cmds::{runtime, store_options};
 use crate::config::Settings;
+use crate::error::{CliError, OrExit};
 
 #[derive(Debug, Args)]
 pub struct LoadtestArgs {
@@ -140,14 +141,13 @@ pub struct Report {
     pub events_per_service_cpu_sec: Option<f64>,
 }
 
-pub fn run(settings: &Settings, args: LoadtestArgs) -> u8 {
+pub fn run(settings: &Settings, args: LoadtestArgs) -> Result<(), CliError> {
     let scale_ok = args.time_scale.is_finite() && args.time_scale >= 1.0;
     let rate_ok = args.rate.is_finite() && args.rate >= 0.0;
     if args.loads == 0 || args.duration == 0 || !scale_ok || !rate_ok {
-        eprintln!(
-            "load-agent loadtest: --loads and --duration must be positive, --time-scale at least 1, --rate not negative"
-        );
-        return 2;
+        return Err(CliError::bad_input(
+            "load-agent loadtest: --loads and --duration must be positive, --time-scale at least 1, --rate not negative",
+        ));
     }
     // The service logs every decision at info; under load only warnings are worth reading
     // unless the log level is set explicitly.
@@ -156,60 +156,33 @@ pub fn run(settings: &Settings, args: LoadtestArgs) -> u8 {
         log.level = "warn".into();
     }
     crate::telemetry::init_logs(&log);
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
-    rt.block_on(run_async(settings, args))
+    runtime()?.block_on(run_async(settings, args))
 }
 
-async fn run_async(settings: &Settings, args: LoadtestArgs) -> u8 {
-    let tmp = match tempfile::tempdir() {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("load-agent loadtest: temporary folder: {e}");
-            return 1;
-        }
-    };
+async fn run_async(settings: &Settings, args: LoadtestArgs) -> Result<(), CliError> {
+    let tmp = tempfile::tempdir().or_fail("load-agent loadtest: temporary folder")?;
     let url = args
         .database_url
         .clone()
         .unwrap_or_else(|| format!("sqlite://{}", tmp.path().join("loadtest.db").display()));
     let postgres = url.starts_with("postgres");
-    if let Err(e) = migrate(&url).await {
-        eprintln!("load-agent loadtest: --database-url: {e}");
-        return 1;
-    }
+    migrate(&url).await.or_fail("load-agent loadtest: --database-url")?;
     let mut pg = Vec::new();
     if postgres && args.pgbench_secs > 0 {
         eprintln!("loadtest: pgbench, {} s per client count {:?}", args.pgbench_secs, args.pgbench_clients);
         let (u, c, s) = (url.clone(), args.pgbench_clients.clone(), args.pgbench_secs);
-        match tokio::task::spawn_blocking(move || pgbench::run(&u, &c, s)).await {
-            Ok(Ok(figures)) => pg = figures,
-            Ok(Err(e)) => {
-                eprintln!("load-agent loadtest: {e}");
-                return 1;
-            }
-            Err(e) => {
-                eprintln!("load-agent loadtest: pgbench task: {e}");
-                return 1;
-            }
-        }
+        pg = tokio::task::spawn_blocking(move || pgbench::run(&u, &c, s))
+            .await
+            .or_fail("load-agent loadtest: pgbench task")?
+            .or_fail("load-agent loadtest")?;
         for f in &pg {
             eprintln!("loadtest: pgbench {} clients: {:.0} appends/s", f.clients, f.appends_per_sec);
         }
     }
-    let stores = match open_store_with(&url, &store_options(settings)).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("load-agent loadtest: --database-url: {e}");
-            return 1;
-        }
-    };
-    let parts = match ServiceParts::build(settings) {
-        Ok(p) => p,
-        Err(c) => return c,
-    };
+    let stores = open_store_with(&url, &store_options(settings))
+        .await
+        .or_fail("load-agent loadtest: --database-url")?;
+    let parts = ServiceParts::build(settings)?;
     let probe = Probe::new(args.time_scale);
     load_agent_runtime::stages::install_sink(probe.clone());
     let probed = probe.wrap(&stores);
@@ -219,12 +192,7 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> u8 {
     let (trigger, shutdown) = shutdown_channel();
     let mut tasks = JoinSet::new();
     let started =
-        match start_service(settings, &args, &run_id, &probed, parts, clock.clone(), &mut tasks, &shutdown)
-            .await
-        {
-            Ok(s) => s,
-            Err(c) => return c,
-        };
+        start_service(settings, &args, &run_id, &probed, parts, clock.clone(), &mut tasks, &shutdown).await?;
     let mode = started.mode;
     let queue = started.queue;
     let floor = started.floor;
@@ -343,22 +311,13 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> u8 {
         service_cpu_secs,
     };
     print_summary(&report);
-    let json = match serde_json::to_string_pretty(&report) {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!("load-agent loadtest: report: {e}");
-            return 1;
-        }
-    };
+    let json = serde_json::to_string_pretty(&report).or_fail("load-agent loadtest: report")?;
     if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         let _ = std::fs::create_dir_all(dir);
     }
-    if let Err(e) = std::fs::write(&args.out, json + "\n") {
-        eprintln!("load-agent loadtest: {}: {e}", args.out.display());
-        return 1;
-    }
+    std::fs::write(&args.out, json + "\n").or_fail(format!("load-agent loadtest: {}", args.out.display()))?;
     println!("report written to {}", args.out.display());
-    0
+    Ok(())
 }
 
 /// The running service: how events get in.
@@ -379,7 +338,7 @@ async fn start_service(
     clock: Arc<dyn Clock>,
     tasks: &mut JoinSet<()>,
     shutdown: &load_agent_runtime::Shutdown,
-) -> Result<Started, u8> {
+) -> Result<Started, CliError> {
     match &args.brokers {
         None => {
             let fakes = load_agent_runtime::FakeServices::new();
@@ -566,11 +525,10 @@ mod kafka {
         _clock: Arc<dyn Clock>,
         _tasks: &mut JoinSet<()>,
         _shutdown: &load_agent_runtime::Shutdown,
-    ) -> Result<Started, u8> {
-        eprintln!(
-            "load-agent loadtest: --brokers needs Kafka support; build with `cargo build --release -p load-agent --features kafka`"
-        );
-        Err(2)
+    ) -> Result<Started, CliError> {
+        Err(CliError::bad_input(
+            "load-agent loadtest: --brokers needs Kafka support; build with `cargo build --release -p load-agent --features kafka`",
+        ))
     }
 }
 
@@ -580,7 +538,7 @@ mod kafka {
 
     use super::*;
     use crate::commands::production::{Pipeline, kafka_config};
-    use crate::commands::serve::Role;
+    use crate::commands::service::Role;
 
     #[allow(clippy::too_many_arguments)]
     pub async fn start(
@@ -592,7 +550,7 @@ mod kafka {
         clock: Arc<dyn Clock>,
         tasks: &mut JoinSet<()>,
         shutdown: &load_agent_runtime::Shutdown,
-    ) -> Result<Started, u8> {
+    ) -> Result<Started, CliError> {
         let mut s = settings.clone();
         s.kafka.brokers = brokers.to_owned();
         let mut kafka = kafka_config(&s);
@@ -605,16 +563,13 @@ mod kafka {
         let floor_topic = format!("{prefix}.floor");
         let mut topics = kafka.all_topics();
         topics.push(floor_topic.clone());
-        if let Err(e) = ensure_topics(&kafka, &topics, s.kafka.partitions, 1).await {
-            eprintln!("load-agent loadtest: creating topics on {brokers}: {e}");
-            return Err(1);
-        }
+        ensure_topics(&kafka, &topics, s.kafka.partitions, 1)
+            .await
+            .or_fail(format!("load-agent loadtest: creating topics on {brokers}"))?;
         let pipeline = Pipeline { settings: &s, stores, kafka: &kafka, registry: None, parts, clock };
         pipeline.spawn(Role::All, tasks, shutdown)?;
-        let publisher = KafkaEventPublisher::new(&kafka, "load-agent-loadtest").map_err(|e| {
-            eprintln!("load-agent loadtest: producer: {e}");
-            1
-        })?;
+        let publisher = KafkaEventPublisher::new(&kafka, "load-agent-loadtest")
+            .or_fail("load-agent loadtest: producer")?;
         // The broker's floor, with the same client settings, 20 records a second.
         let (k, stop) = (kafka.clone(), shutdown.clone());
         let floor = tokio::spawn(async move {
