@@ -24,9 +24,9 @@ use serde::Deserialize;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{IntoParams, Modify, OpenApi};
 
-use crate::commands::store_cmds::inspect_text;
 use crate::console::{self, ConsoleConfig};
 use crate::timeline;
+use crate::timeline::inspect_text;
 
 /// Where `POST /events` puts an accepted event.
 pub type Publish =

@@ -138,7 +138,13 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Partitions(c) => commands::partitions::run(&load_settings(file)?, c),
         Command::Retention(RetentionCommand::Run(a)) => commands::retention::run(&load_settings(file)?, a),
         Command::Cost(a) => commands::store_cmds::run_cost(&load_settings(file)?, a),
-        Command::Inspect(a) => commands::store_cmds::run_inspect(&load_settings(file)?, a),
+        Command::Inspect(a) => {
+            let settings = load_settings(file)?;
+            match a.archive.as_deref() {
+                Some(path) => commands::archive::run_inspect(path, &a),
+                None => commands::store_cmds::run_inspect(&settings, a),
+            }
+        }
         Command::Config { print } => {
             let s = load_settings(file)?;
             if print {

@@ -5,8 +5,42 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use load_agent_domain::{ActionBody, EventKind, LoadState, LogEntry, OutcomeStatus, project_state};
-use load_agent_store::OutboxRowView;
+use load_agent_store::{OutboxRowView, Stores};
 use serde::Serialize;
+
+/// The timeline (or its JSON) of a load; `None` when the load has no log.
+pub async fn inspect_text(
+    stores: &Stores,
+    load_id: &str,
+    at: Option<u64>,
+    json: bool,
+) -> Result<Option<String>, load_agent_store::StoreError> {
+    let (entries, _) = stores.events.read(load_id).await?;
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    let rows = stores.outbox.rows_for_load(load_id).await?;
+    Ok(Some(log_text(load_id, &entries, &rows, at, json)))
+}
+
+/// The timeline (or its JSON) of a load's log and its outbox rows: what `inspect` prints, from
+/// the live log or from an archive (which holds no outbox rows).
+pub fn log_text(
+    load_id: &str,
+    entries: &[LogEntry],
+    rows: &[OutboxRowView],
+    at: Option<u64>,
+    json: bool,
+) -> String {
+    let view = view(load_id, entries, at, rows);
+    if json {
+        let mut s = serde_json::to_string_pretty(&view).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+        s.push('\n');
+        s
+    } else {
+        render(&view)
+    }
+}
 
 /// What `inspect --json` and `GET /loads/{id}` return.
 #[derive(Debug, Serialize)]

@@ -11,9 +11,10 @@ use load_agent_archive::{
     Archive, ArchiveError, ArchiveLocation, ExportOptions, Month, Selection, export, select_loads,
 };
 
-use crate::commands::store_cmds::{log_text, open, runtime, with_store};
+use crate::commands::store_cmds::{InspectArgs, open, runtime, with_store};
 use crate::config::Settings;
 use crate::error::{CliError, OrExit};
+use crate::timeline::log_text;
 
 #[derive(Debug, Subcommand)]
 pub enum ArchiveCommand {
@@ -140,7 +141,11 @@ async fn open_archive(path: &str) -> Result<Archive, ArchiveError> {
 /// `load-agent inspect --archive PATH LOAD_ID`: the load's timeline from the archive, rendered
 /// by the same code as the live log's (an archive holds no outbox rows: each action shows what
 /// the live log shows once its outbox row has been pruned).
-pub async fn inspect(path: &str, load_id: &str, at: Option<u64>, json: bool) -> Result<(), CliError> {
+pub fn run_inspect(path: &str, args: &InspectArgs) -> Result<(), CliError> {
+    runtime()?.block_on(inspect(path, &args.load_id, args.at, args.json))
+}
+
+async fn inspect(path: &str, load_id: &str, at: Option<u64>, json: bool) -> Result<(), CliError> {
     let entries = read(path, load_id, "load-agent inspect").await?;
     print!("{}", log_text(load_id, &entries, &[], at, json));
     Ok(())

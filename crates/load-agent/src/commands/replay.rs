@@ -13,8 +13,9 @@ use load_agent_domain::LogEntry;
 use load_agent_kafka::{InboundRecord, read_dump, replay, replay_records};
 use load_agent_store::open_store;
 
-use crate::commands::store_cmds::{inspect_text, runtime};
+use crate::commands::store_cmds::runtime;
 use crate::error::{CliError, OrExit};
+use crate::timeline::inspect_text;
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {

@@ -6,7 +6,7 @@ use load_agent_store::{StoreOptions, Stores, migrate, open_store_with};
 
 use crate::config::Settings;
 use crate::error::{CliError, OrExit};
-use crate::timeline;
+use crate::timeline::inspect_text;
 
 /// A tokio runtime for a one-shot command.
 pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
@@ -118,16 +118,9 @@ pub struct InspectArgs {
     pub json: bool,
 }
 
-/// `load-agent inspect [--archive PATH] LOAD_ID [--at VERSION] [--json]`.
+/// `load-agent inspect LOAD_ID [--at VERSION] [--json]` on the live log (with `--archive PATH`,
+/// `main` sends it to `archive::run_inspect`, which reads no database).
 pub fn run_inspect(settings: &Settings, args: InspectArgs) -> Result<(), CliError> {
-    if let Some(archive) = &args.archive {
-        return runtime()?.block_on(crate::commands::archive::inspect(
-            archive,
-            &args.load_id,
-            args.at,
-            args.json,
-        ));
-    }
     with_store(settings, |stores| async move {
         let text =
             inspect_text(&stores, &args.load_id, args.at, args.json).await.or_fail("load-agent inspect")?;
@@ -141,40 +134,6 @@ pub fn run_inspect(settings: &Settings, args: InspectArgs) -> Result<(), CliErro
         print!("{text}");
         Ok(())
     })
-}
-
-/// The timeline (or its JSON) of a load; `None` when the load has no log.
-pub async fn inspect_text(
-    stores: &Stores,
-    load_id: &str,
-    at: Option<u64>,
-    json: bool,
-) -> Result<Option<String>, load_agent_store::StoreError> {
-    let (entries, _) = stores.events.read(load_id).await?;
-    if entries.is_empty() {
-        return Ok(None);
-    }
-    let rows = stores.outbox.rows_for_load(load_id).await?;
-    Ok(Some(log_text(load_id, &entries, &rows, at, json)))
-}
-
-/// The timeline (or its JSON) of a load's log and its outbox rows: what `inspect` prints, from
-/// the live log or from an archive (which holds no outbox rows).
-pub fn log_text(
-    load_id: &str,
-    entries: &[load_agent_domain::LogEntry],
-    rows: &[load_agent_store::OutboxRowView],
-    at: Option<u64>,
-    json: bool,
-) -> String {
-    let view = timeline::view(load_id, entries, at, rows);
-    if json {
-        let mut s = serde_json::to_string_pretty(&view).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
-        s.push('\n');
-        s
-    } else {
-        timeline::render(&view)
-    }
 }
 
 /// `load-agent console ...`.
