@@ -235,7 +235,15 @@ pub trait Lifecycle: Send + Sync {
 pub struct RunLock {
     /// Postgres: the session that holds the advisory lock. SQLite: nothing (its retention only
     /// deletes expired rows, which two runs may both do).
-    held: Option<sqlx::PgConnection>,
+    held: Option<Box<dyn HeldLock>>,
+}
+
+/// A lock a backend holds for a [`RunLock`] and knows how to release (Postgres: its session),
+/// so this module needs no backend's types or SQL.
+#[async_trait::async_trait]
+pub(crate) trait HeldLock: Send {
+    /// Releases the lock now and ends what held it.
+    async fn release(self: Box<Self>);
 }
 
 impl std::fmt::Debug for RunLock {
@@ -250,22 +258,16 @@ impl RunLock {
         RunLock { held: None }
     }
 
-    /// A lock held by a session advisory lock on `conn`, a connection of its own.
-    pub(crate) fn session(conn: sqlx::PgConnection) -> Self {
-        RunLock { held: Some(conn) }
+    /// A lock a backend holds (Postgres: a session advisory lock on a connection of its own).
+    pub(crate) fn held(lock: Box<dyn HeldLock>) -> Self {
+        RunLock { held: Some(lock) }
     }
 
-    /// Releases the lock now, and closes its connection. (Dropping it closes the connection
-    /// without waiting, and the server releases the lock when it sees the session end.)
+    /// Releases the lock now. (Dropping it ends the holder without waiting: on Postgres the
+    /// connection closes, and the server releases the lock when it sees the session end.)
     pub async fn release(mut self) {
-        use sqlx::Connection;
-        if let Some(mut conn) = self.held.take() {
-            let unlocked =
-                sqlx::query_scalar::<_, bool>(crate::postgres::UNLOCK_RETENTION).fetch_one(&mut conn).await;
-            if let Err(e) = unlocked {
-                tracing::warn!(error = %e, "retention lock: unlock failed; closing its connection releases it");
-            }
-            let _ = conn.close().await;
+        if let Some(lock) = self.held.take() {
+            lock.release().await;
         }
     }
 }

@@ -571,7 +571,9 @@ fn joins_sql(toks: &[Token], k: usize) -> bool {
 /// An argument that is an executor, not SQL: `&self.pool`, `&mut *conn`, `executor`, `c`, ...
 fn is_executor(arg: &[Token]) -> bool {
     let text = render(arg);
-    let text = text.trim_start_matches('&').trim_start_matches("mut").trim_start_matches('*');
+    // `&mut conn` renders with a space after `mut`: trimmed too, or an owned connection would
+    // pass for SQL.
+    let text = text.trim_start_matches('&').trim_start_matches("mut").trim_start().trim_start_matches('*');
     matches!(text, "executor" | "conn" | "c" | "tx" | "pool" | "self.pool" | "self.readers")
         || text.ends_with(".pool()")
 }
@@ -704,6 +706,7 @@ fn the_check_refuses_spliced_sql() {
         fn f(conn: C) {
             sqlx::query("SELECT 1 WHERE a = $1").bind(1).execute(&self.pool);
             sqlx::query_scalar::<_, i64>(VERSION).fetch_one(&mut *conn);
+            sqlx::query_scalar::<_, i64>(VERSION).fetch_one(&mut conn);
             let sql = format!("UPDATE outbox SET status = 'x' WHERE {HELD}");
             sqlx::query(&sql).bind(1).execute(executor);
             conn.execute("COMMIT");

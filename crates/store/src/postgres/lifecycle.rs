@@ -9,7 +9,7 @@ use sqlx::Executor;
 use super::PgStore;
 use crate::error::StoreError;
 use crate::lifecycle::{
-    DeletedRows, DroppedDay, Lifecycle, PartitionInfo, PartitionPlan, RetentionWindows, RunLock,
+    DeletedRows, DroppedDay, HeldLock, Lifecycle, PartitionInfo, PartitionPlan, RetentionWindows, RunLock,
 };
 
 /// One key for the advisory lock that serializes `ensure_partitions` across processes.
@@ -88,7 +88,7 @@ const ENSURE_DAYS: &str = "SELECT * FROM load_agent_ensure_days($1, $2)";
 /// `search_path` in the URL).
 const TRY_LOCK_RETENTION: &str =
     "SELECT pg_try_advisory_lock(1919251566, hashtext(coalesce(current_schema(), '')))";
-pub(crate) const UNLOCK_RETENTION: &str =
+const UNLOCK_RETENTION: &str =
     "SELECT pg_advisory_unlock(1919251566, hashtext(coalesce(current_schema(), '')))";
 
 impl PgStore {
@@ -227,10 +227,25 @@ impl Lifecycle for PgStore {
         let mut conn = self.pool.acquire().await?.detach();
         let got: bool = sqlx::query_scalar(TRY_LOCK_RETENTION).fetch_one(&mut conn).await?;
         if got {
-            Ok(Some(RunLock::session(conn)))
+            Ok(Some(RunLock::held(Box::new(RetentionSession(conn)))))
         } else {
             let _ = sqlx::Connection::close(conn).await;
             Ok(None)
         }
+    }
+}
+
+/// The session that holds the retention run lock.
+struct RetentionSession(sqlx::PgConnection);
+
+#[async_trait]
+impl HeldLock for RetentionSession {
+    async fn release(self: Box<Self>) {
+        let RetentionSession(mut conn) = *self;
+        let unlocked = sqlx::query_scalar::<_, bool>(UNLOCK_RETENTION).fetch_one(&mut conn).await;
+        if let Err(e) = unlocked {
+            tracing::warn!(error = %e, "retention lock: unlock failed; closing its connection releases it");
+        }
+        let _ = sqlx::Connection::close(conn).await;
     }
 }

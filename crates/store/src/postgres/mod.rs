@@ -25,7 +25,6 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use crate::error::StoreError;
 use crate::stores::{StoreOptions, Stores};
 
-pub(crate) use lifecycle::UNLOCK_RETENTION;
 pub(crate) use lock::PgLoadLock;
 
 /// How many loads' months a store remembers (about 100 bytes each).
