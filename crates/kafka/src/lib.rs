@@ -1,5 +1,5 @@
 //! Kafka for load-agent (topics.md): the load workers' consumer, the relay's
-//! Kafka destinations and event publisher, the per-contact send limit, topic dumps and replay.
+//! Kafka destinations and event publisher, topic dumps and replay.
 //!
 //! Layout:
 //! - [`config`]: [`KafkaConfig`], topic names and the librdkafka settings of every client.
@@ -14,8 +14,6 @@
 //! - [`dlq_tool`]: `load-agent dlq list | show | redrive` (feature `broker`).
 //! - [`produce`]: the idempotent [`Producer`], [`KafkaDestinations`] (relay → action topics),
 //!   [`KafkaEventPublisher`] (relay and timer pump → inbound topic), [`DlqProducer`].
-//! - [`limit`]: [`ContactLimitedOutbox`], the per-contact send limit (governor) in front of
-//!   the relay.
 //! - [`floor`]: the broker's own produce → consume latency with the service's settings (the
 //!   load test's floor, feature `broker`).
 //! - [`admin`]: [`ensure_topics`], creating the topics.
@@ -48,7 +46,6 @@ pub mod dump_kafka;
 pub mod dump_spec;
 #[cfg(feature = "broker")]
 pub mod floor;
-pub mod limit;
 pub mod partition;
 pub mod process;
 #[cfg(feature = "broker")]
@@ -68,7 +65,6 @@ pub use dump::{DumpRecord, read_dump, write_dump};
 #[cfg(feature = "broker")]
 pub use dump_kafka::{DumpError, DumpSummary, dump, read_topic};
 pub use dump_spec::generate_dump;
-pub use limit::{ContactLimit, ContactLimitedOutbox, ContactSendLimiter, SendLimits};
 pub use partition::PartitionWork;
 pub use process::{DeadLetter, DeadLetterKind, RecordOutcome, RecordProcessor};
 #[cfg(feature = "broker")]

@@ -38,10 +38,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::EVENTS_TOPIC;
 use crate::dump::{DumpFileError, read_dump};
-use crate::limit::{ContactLimitedOutbox, SendLimits};
 use crate::process::{RecordOutcome, RecordProcessor};
 use crate::record::HEADER_SOURCE;
 use crate::record::InboundRecord;
+use load_agent_runtime::{ContactLimitedOutbox, SendLimits};
 
 /// Rounds of queue, relay and pump before a settle is declared stuck.
 const MAX_SETTLE_ROUNDS: usize = 1_000;

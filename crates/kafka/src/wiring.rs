@@ -24,11 +24,11 @@ use rdkafka::error::KafkaError;
 
 #[cfg(feature = "broker")]
 use crate::config::KafkaConfig;
-#[cfg(feature = "broker")]
-use crate::limit::{ContactLimitedOutbox, SendLimits};
 use crate::process::RecordProcessor;
 #[cfg(feature = "broker")]
 use crate::produce::{AddressBook, KafkaDestinations, KafkaEventPublisher, SnapshotAddressBook};
+#[cfg(feature = "broker")]
+use load_agent_runtime::{ContactLimitedOutbox, SendLimits};
 
 /// The load worker over a snapshot cache, its appends grouped across loads by `group_commit`,
 /// as the consumer's unit of work. The cache is returned for its stats (hit rate).

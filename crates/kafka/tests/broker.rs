@@ -26,12 +26,12 @@ use load_agent_domain::{
     Contact, EventKind, InboundEvent, Language, LoadRegistered, LogEntry, RiskBand, Role, Stop, StopKind,
 };
 use load_agent_kafka::{
-    ConsumeReport, ConsumerConfig, ConsumerError, DumpRecord, KafkaConfig, SendLimits, consume, dump,
-    ensure_topics, kafka_relay, kafka_timer_pump, record_processor,
+    ConsumeReport, ConsumerConfig, ConsumerError, DumpRecord, KafkaConfig, consume, dump, ensure_topics,
+    kafka_relay, kafka_timer_pump, record_processor,
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
-    CacheConfig, Clock, GroupCommitConfig, PumpConfig, RelayConfig, ShutdownTrigger, SystemClock,
+    CacheConfig, Clock, GroupCommitConfig, PumpConfig, RelayConfig, SendLimits, ShutdownTrigger, SystemClock,
     WorkerConfig, shutdown_channel,
 };
 use load_agent_store::{OutboxStatus, PgStore, Stores};

@@ -811,7 +811,7 @@ impl Settings {
         if self.relay.lease_secs < 10 {
             return Err(bad("relay.lease_secs", "must be at least 10"));
         }
-        load_agent_kafka::SendLimits::parse(&self.relay.send_limits)
+        load_agent_runtime::SendLimits::parse(&self.relay.send_limits)
             .map_err(|e| bad("relay.send_limits", e))?;
         if self.kafka.partitions <= 0 {
             return Err(bad("kafka.partitions", "must be at least 1"));

@@ -11,6 +11,8 @@
 //!   [`DeliveryError`]) and [`FakeServices`], the in-process fakes with fault injection.
 //! - [`relay`]: [`Relay`], ADR 0003's dispatcher (`relay_once` and the loop), [`RetryPolicy`].
 //! - [`pump`]: [`TimerPump`] (`pump_once` and the loop).
+//! - [`limit`]: [`ContactLimitedOutbox`], the per-contact send limit (governor) in front of
+//!   every relay, in both modes.
 //! - [`alerts`]: [`OpsAlerts`], independent of the Hero tooling.
 //! - [`harness`]: [`InProcessRuntime`], the pieces wired on one set of stores.
 //! - [`shutdown`]: stopping the loops.
@@ -30,6 +32,7 @@ pub mod delivery;
 pub mod eval;
 pub mod group_commit;
 pub mod harness;
+pub mod limit;
 pub mod pump;
 pub mod queue;
 pub mod relay;
@@ -49,6 +52,7 @@ pub use delivery::{
 pub use eval::{EvalError, EvalSummary, run_eval};
 pub use group_commit::{GroupCommit, GroupCommitConfig};
 pub use harness::{InProcessRuntime, RuntimeConfig, SettleError, SettleReport};
+pub use limit::{ContactLimit, ContactLimitedOutbox, ContactSendLimiter, SendLimits};
 pub use pump::{PumpConfig, PumpReport, TimerPump, timer_fired_event};
 pub use queue::{Delivery, InProcessQueue, LoadQueue, QueueError};
 pub use relay::{Relay, RelayConfig, RelayReport, RetryPolicy};

@@ -87,7 +87,7 @@ pub fn embedded_runtime(
 ) -> Arc<InProcessRuntime> {
     let ServiceParts { agent, llm, limits } = parts;
     let limited = load_agent_store::Stores {
-        outbox: Arc::new(load_agent_kafka::ContactLimitedOutbox::new(
+        outbox: Arc::new(load_agent_runtime::ContactLimitedOutbox::new(
             stores.outbox.clone(),
             &limits,
             clock.clone(),

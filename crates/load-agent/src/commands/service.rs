@@ -45,7 +45,7 @@ impl Role {
 pub struct ServiceParts {
     pub agent: Arc<Agent>,
     pub llm: Arc<dyn load_agent_llm::LlmClient>,
-    pub limits: load_agent_kafka::SendLimits,
+    pub limits: load_agent_runtime::SendLimits,
 }
 
 impl ServiceParts {
@@ -53,7 +53,7 @@ impl ServiceParts {
         let fail = |e: String| CliError::bad_input(format!("load-agent: {e}"));
         let agent = Agent::embedded().map_err(|e| fail(format!("SOPs: {e}")))?;
         let llm = settings.llm.client().map_err(|e| fail(e.to_string()))?;
-        let limits = load_agent_kafka::SendLimits::parse(&settings.relay.send_limits)
+        let limits = load_agent_runtime::SendLimits::parse(&settings.relay.send_limits)
             .map_err(|e| fail(format!("relay.send_limits: {e}")))?;
         Ok(ServiceParts { agent: Arc::new(agent), llm, limits })
     }

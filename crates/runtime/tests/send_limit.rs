@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use load_agent_domain::{Action, ActionBody, Destination, EventKind, InboundEvent, LogEntry};
-use load_agent_kafka::{ContactLimitedOutbox, SendLimits};
-use load_agent_runtime::{Clock, FakeClock};
+use load_agent_runtime::{Clock, ContactLimitedOutbox, FakeClock, SendLimits};
 use load_agent_store::{NewOutboxRow, Outbox, OutboxStatus, PgStore, SqliteStore, StoreOptions, Stores};
 
 fn t0() -> DateTime<Utc> {

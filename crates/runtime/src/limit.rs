@@ -32,12 +32,13 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
 use load_agent_domain::Destination;
-use load_agent_runtime::Clock;
 use load_agent_store::{
     ClaimError, ClaimedRow, DispatchedMark, NextAttempt, Outbox, OutboxRowView, StaleClaimError, StoreError,
 };
 use tracing::{debug, warn};
 use uuid::Uuid;
+
+use crate::clock::Clock;
 
 /// At most `max` messages per contact in `per`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,8 +310,8 @@ impl Outbox for ContactLimitedOutbox {
 
 #[cfg(test)]
 mod tests {
+    use crate::clock::FakeClock;
     use load_agent_domain::{Action, ActionBody};
-    use load_agent_runtime::FakeClock;
 
     use super::*;
 
