@@ -77,7 +77,8 @@ fn nested<W, D>(
     f(value).map_err(|e| e.under(field))
 }
 
-// ----- documented string values the domain has no parser for -----
+// ----- the documented symbols of each enum (`FieldProblem::UnknownSymbol`'s `expected`) -----
+// The domain's `spelled_enum!` owns the spellings; a test checks each list against them.
 
 pub(crate) const ROLES: &str = "driver|carrier_dispatcher|broker|shipper|receiver";
 pub(crate) const LANGUAGES: &str = "en|es";
@@ -94,35 +95,6 @@ pub(crate) const DESTINATIONS: &str = "sms|email|slack|tms|hero|load_status|time
 pub(crate) const STAGES: &str = "to_pickup|at_pickup|to_delivery|at_delivery|delivered";
 pub(crate) const STEP_KINDS: &str = "attempt|escalation";
 pub(crate) const PATHS: &str = "filtered|sop|triage|planner|hero_fallback|validation";
-
-pub(crate) fn parse_stop_kind(s: &str) -> Option<d::StopKind> {
-    [d::StopKind::Pickup, d::StopKind::Delivery].into_iter().find(|k| k.as_str() == s)
-}
-
-pub(crate) fn parse_thread(s: &str) -> Option<d::EmailThread> {
-    [d::EmailThread::Main, d::EmailThread::New].into_iter().find(|k| k.as_str() == s)
-}
-
-pub(crate) fn parse_document_type(s: &str) -> Option<d::DocumentType> {
-    [d::DocumentType::Bol, d::DocumentType::Pod, d::DocumentType::LumperReceipt, d::DocumentType::Other]
-        .into_iter()
-        .find(|k| k.as_str() == s)
-}
-
-pub(crate) fn step_kind_str(k: d::StepKind) -> &'static str {
-    match k {
-        d::StepKind::Attempt => "attempt",
-        d::StepKind::Escalation => "escalation",
-    }
-}
-
-pub(crate) fn parse_step_kind(s: &str) -> Option<d::StepKind> {
-    [d::StepKind::Attempt, d::StepKind::Escalation].into_iter().find(|k| step_kind_str(*k) == s)
-}
-
-pub(crate) fn parse_path(s: &str) -> Option<d::DecisionPath> {
-    d::DecisionPath::ALL.into_iter().find(|p| p.as_str() == s)
-}
 
 // ----- InboundEvent -----
 
@@ -221,7 +193,7 @@ impl TryFrom<w::EventPayload> for d::EventKind {
                 from: m.from,
                 subject: m.subject,
                 text: m.text,
-                thread: m.thread.map(|t| symbol(t, "thread", parse_thread, THREADS)).transpose()?,
+                thread: m.thread.map(|t| symbol(t, "thread", d::EmailThread::parse, THREADS)).transpose()?,
             },
             w::EventPayload::Slack(m) => K::Slack { from: m.from, text: m.text },
             w::EventPayload::Ping(p) => K::Ping {
@@ -352,7 +324,7 @@ impl TryFrom<w::Stop> for d::Stop {
         })?;
         Ok(d::Stop {
             sequence: u32_of(s.sequence, "sequence")?,
-            kind: symbol(s.kind, "kind", parse_stop_kind, STOP_KINDS)?,
+            kind: symbol(s.kind, "kind", d::StopKind::parse, STOP_KINDS)?,
             appointment,
             name: s.name,
             address: s.address,
@@ -381,7 +353,7 @@ impl TryFrom<w::DocumentFields> for d::DocumentFields {
 
     fn try_from(f: w::DocumentFields) -> Result<Self, FieldError> {
         Ok(d::DocumentFields {
-            document_type: symbol(f.document_type, "document_type", parse_document_type, DOCUMENT_TYPES)?,
+            document_type: symbol(f.document_type, "document_type", d::DocumentType::parse, DOCUMENT_TYPES)?,
             pieces: opt_u32(f.pieces, "pieces")?,
             signed: f.signed,
             exceptions_noted: f.exceptions_noted,
@@ -483,7 +455,7 @@ pub(crate) fn body_from_wire(b: w::ActionBody) -> Result<(d::ActionBody, Address
         w::ActionBody::SendEmail(e) => {
             addresses.email = e.to_email;
             B::SendEmail {
-                thread: symbol(e.thread, "thread", parse_thread, THREADS)?,
+                thread: symbol(e.thread, "thread", d::EmailThread::parse, THREADS)?,
                 to: e.to,
                 subject: e.subject,
                 body: e.body,
@@ -595,7 +567,7 @@ impl From<&d::AskTransition> for w::AskTransition {
                 w::AskTransition::AskStepTaken(w::AskStepTaken {
                     ask_id: ask_id.clone(),
                     step: long(*step),
-                    step_kind: step_kind_str(*step_kind).to_owned(),
+                    step_kind: d::StepKind::as_str(*step_kind).to_owned(),
                     timer: timer
                         .as_ref()
                         .map(|t| w::TimerRef { timer_id: t.timer_id.clone(), fire_at: ts(&t.fire_at) }),
@@ -636,7 +608,7 @@ impl TryFrom<w::AskTransition> for d::AskTransition {
             },
             w::AskTransition::AskStepTaken(s) => T::AskStepTaken {
                 step: u32_of(s.step, "step")?,
-                step_kind: symbol(s.step_kind, "step_kind", parse_step_kind, STEP_KINDS)?,
+                step_kind: symbol(s.step_kind, "step_kind", d::StepKind::parse, STEP_KINDS)?,
                 timer: s
                     .timer
                     .map(|t| {
@@ -743,7 +715,7 @@ impl TryFrom<w::DecisionRecord> for d::DecisionRecord {
         Ok(d::DecisionRecord {
             decided_at: utc(r.decided_at, "decided_at")?,
             sop: r.sop.map(|s| nested(s, "sop", d::SopRef::try_from)).transpose()?,
-            path: symbol(r.path, "path", parse_path, PATHS)?,
+            path: symbol(r.path, "path", d::DecisionPath::parse, PATHS)?,
             transitions: list(r.transitions, "transitions", d::AskTransition::try_from)?,
             contact_updates: r.contact_updates.into_iter().map(d::ContactUpdate::from).collect(),
             actions: list(r.actions, "actions", d::Action::try_from)?,
@@ -755,5 +727,36 @@ impl TryFrom<w::DecisionRecord> for d::DecisionRecord {
             trigger_kind: r.trigger_kind,
             rationale: r.rationale,
         })
+    }
+}
+
+#[cfg(test)]
+mod spelling_tests {
+    use super::*;
+
+    /// Each documented symbol list is the domain's spellings (plus the wire-only extras: the
+    /// legacy `failed` alias and the `none` destination), so an error's `expected` cannot drift.
+    #[test]
+    fn symbol_lists_are_the_domain_spellings() {
+        let cases: [(&str, &[&str], &[&str]); 14] = [
+            (ROLES, &d::Role::SPELLINGS, &[]),
+            (LANGUAGES, &d::Language::SPELLINGS, &[]),
+            (STOP_KINDS, &d::StopKind::SPELLINGS, &[]),
+            (RISK_BANDS, &d::RiskBand::SPELLINGS, &[]),
+            (THREADS, &d::EmailThread::SPELLINGS, &[]),
+            (CHANNELS, &d::MessageChannel::SPELLINGS, &[]),
+            (DOCUMENT_TYPES, &d::DocumentType::SPELLINGS, &[]),
+            (STOP_STATUSES, &d::StopStatusKind::SPELLINGS, &[]),
+            (OUTCOME_STATUSES, &d::OutcomeStatus::SPELLINGS, &["failed"]),
+            (ACTION_KINDS, &d::ActionKind::SPELLINGS, &[]),
+            (DESTINATIONS, &d::Destination::SPELLINGS, &[crate::action_command::NO_DESTINATION]),
+            (STAGES, &d::Stage::SPELLINGS, &[]),
+            (STEP_KINDS, &d::StepKind::SPELLINGS, &[]),
+            (PATHS, &d::DecisionPath::SPELLINGS, &[]),
+        ];
+        for (list, spellings, extra) in cases {
+            let want: Vec<&str> = spellings.iter().chain(extra).copied().collect();
+            assert_eq!(list, want.join("|"));
+        }
     }
 }

@@ -7,49 +7,19 @@ use serde::{Deserialize, Serialize};
 use crate::event::EmailThread;
 use crate::state::Stage;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ActionKind {
-    SendSms,
-    SendEmail,
-    PostSlack,
-    TmsNote,
-    SetTimer,
-    CancelTimer,
-    CreateHeroTask,
-    UpdateStage,
-    Noop,
-}
-
-impl ActionKind {
-    pub const ALL: [ActionKind; 9] = [
-        ActionKind::SendSms,
-        ActionKind::SendEmail,
-        ActionKind::PostSlack,
-        ActionKind::TmsNote,
-        ActionKind::SetTimer,
-        ActionKind::CancelTimer,
-        ActionKind::CreateHeroTask,
-        ActionKind::UpdateStage,
-        ActionKind::Noop,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActionKind::SendSms => "send_sms",
-            ActionKind::SendEmail => "send_email",
-            ActionKind::PostSlack => "post_slack",
-            ActionKind::TmsNote => "tms_note",
-            ActionKind::SetTimer => "set_timer",
-            ActionKind::CancelTimer => "cancel_timer",
-            ActionKind::CreateHeroTask => "create_hero_task",
-            ActionKind::UpdateStage => "update_stage",
-            ActionKind::Noop => "noop",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        ActionKind::ALL.into_iter().find(|k| k.as_str() == s)
+crate::spelled_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ActionKind {
+        SendSms => "send_sms",
+        SendEmail => "send_email",
+        PostSlack => "post_slack",
+        TmsNote => "tms_note",
+        SetTimer => "set_timer",
+        CancelTimer => "cancel_timer",
+        CreateHeroTask => "create_hero_task",
+        UpdateStage => "update_stage",
+        Noop => "noop",
     }
 }
 
@@ -63,45 +33,19 @@ pub enum SlackTarget {
     HeroChannel,
 }
 
-/// The service that owns an action (one Kafka topic each; `timer` is applied by the relay to
-/// the TimerStore and never leaves the agent).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Destination {
-    Sms,
-    Email,
-    Slack,
-    Tms,
-    Hero,
-    LoadStatus,
-    Timer,
-}
-
-impl Destination {
-    pub const ALL: [Destination; 7] = [
-        Destination::Sms,
-        Destination::Email,
-        Destination::Slack,
-        Destination::Tms,
-        Destination::Hero,
-        Destination::LoadStatus,
-        Destination::Timer,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Destination::Sms => "sms",
-            Destination::Email => "email",
-            Destination::Slack => "slack",
-            Destination::Tms => "tms",
-            Destination::Hero => "hero",
-            Destination::LoadStatus => "load_status",
-            Destination::Timer => "timer",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Destination::ALL.into_iter().find(|d| d.as_str() == s)
+crate::spelled_enum! {
+    /// The service that owns an action (one Kafka topic each; `timer` is applied by the relay to
+    /// the TimerStore and never leaves the agent).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Destination {
+        Sms => "sms",
+        Email => "email",
+        Slack => "slack",
+        Tms => "tms",
+        Hero => "hero",
+        LoadStatus => "load_status",
+        Timer => "timer",
     }
 }
 

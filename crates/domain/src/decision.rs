@@ -10,46 +10,28 @@ use crate::action::{Action, ActionBody, ActionKind, AskStepRef};
 use crate::ids::{KeyBasis, decision_id_for, idempotency_key};
 use crate::load::SopRef;
 
-/// How a decision was reached (scenarios.md report `path`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DecisionPath {
-    Filtered,
-    Sop,
-    Triage,
-    Planner,
-    HeroFallback,
-    Validation,
-}
-
-impl DecisionPath {
-    pub const ALL: [DecisionPath; 6] = [
-        DecisionPath::Filtered,
-        DecisionPath::Sop,
-        DecisionPath::Triage,
-        DecisionPath::Planner,
-        DecisionPath::HeroFallback,
-        DecisionPath::Validation,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DecisionPath::Filtered => "filtered",
-            DecisionPath::Sop => "sop",
-            DecisionPath::Triage => "triage",
-            DecisionPath::Planner => "planner",
-            DecisionPath::HeroFallback => "hero_fallback",
-            DecisionPath::Validation => "validation",
-        }
+crate::spelled_enum! {
+    /// How a decision was reached (scenarios.md report `path`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum DecisionPath {
+        Filtered => "filtered",
+        Sop => "sop",
+        Triage => "triage",
+        Planner => "planner",
+        HeroFallback => "hero_fallback",
+        Validation => "validation",
     }
 }
 
-/// Whether an ask step contacts the target again or escalates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepKind {
-    Attempt,
-    Escalation,
+crate::spelled_enum! {
+    /// Whether an ask step contacts the target again or escalates.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum StepKind {
+        Attempt => "attempt",
+        Escalation => "escalation",
+    }
 }
 
 /// The timer armed by a step.

@@ -19,101 +19,43 @@ pub struct InboundEvent {
     pub kind: EventKind,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RiskBand {
-    Low,
-    Medium,
-    High,
-}
-
-impl RiskBand {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RiskBand::Low => "low",
-            RiskBand::Medium => "medium",
-            RiskBand::High => "high",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "low" => Some(RiskBand::Low),
-            "medium" => Some(RiskBand::Medium),
-            "high" => Some(RiskBand::High),
-            _ => None,
-        }
+crate::spelled_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum RiskBand {
+        Low => "low",
+        Medium => "medium",
+        High => "high",
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopStatusKind {
-    Arrived,
-    Departed,
-    Delivered,
-}
-
-impl StopStatusKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopStatusKind::Arrived => "arrived",
-            StopStatusKind::Departed => "departed",
-            StopStatusKind::Delivered => "delivered",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "arrived" => Some(StopStatusKind::Arrived),
-            "departed" => Some(StopStatusKind::Departed),
-            "delivered" => Some(StopStatusKind::Delivered),
-            _ => None,
-        }
+crate::spelled_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum StopStatusKind {
+        Arrived => "arrived",
+        Departed => "departed",
+        Delivered => "delivered",
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EmailThread {
-    Main,
-    New,
-}
-
-impl EmailThread {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EmailThread::Main => "main",
-            EmailThread::New => "new",
-        }
+crate::spelled_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum EmailThread {
+        Main => "main",
+        New => "new",
     }
 }
 
-/// A message channel a contact can write on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MessageChannel {
-    Sms,
-    Email,
-    Slack,
-}
-
-impl MessageChannel {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MessageChannel::Sms => "sms",
-            MessageChannel::Email => "email",
-            MessageChannel::Slack => "slack",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "sms" => Some(MessageChannel::Sms),
-            "email" => Some(MessageChannel::Email),
-            "slack" => Some(MessageChannel::Slack),
-            _ => None,
-        }
+crate::spelled_enum! {
+    /// A message channel a contact can write on.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum MessageChannel {
+        Sms => "sms",
+        Email => "email",
+        Slack => "slack",
     }
 }
 
@@ -135,24 +77,15 @@ pub struct DocumentFields {
     pub temperature_f: Option<f64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum DocumentType {
-    Bol,
-    Pod,
-    LumperReceipt,
-    #[default]
-    Other,
-}
-
-impl DocumentType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DocumentType::Bol => "bol",
-            DocumentType::Pod => "pod",
-            DocumentType::LumperReceipt => "lumper_receipt",
-            DocumentType::Other => "other",
-        }
+crate::spelled_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+    #[serde(rename_all = "snake_case")]
+    pub enum DocumentType {
+        Bol => "bol",
+        Pod => "pod",
+        LumperReceipt => "lumper_receipt",
+        #[default]
+        Other => "other",
     }
 }
 

@@ -25,39 +25,22 @@ pub fn timer_fired_event_id(timer_id: &str) -> String {
     format!("evt:{timer_id}")
 }
 
-/// Status of a delivery attempt as reported in an `action_outcome` event.
-///
-/// `published` and `delivered` say different things: the relay reports `published` when the
-/// broker acknowledged the action's record on its service's topic (the command reached the SMS
-/// service, not the driver); only a delivery service reports `delivered`, its own confirmation.
-/// In the embedded mode the relay calls the (fake) services themselves, so their receipt is a
-/// `delivered`. Log entries written before `published` existed say `delivered` for both.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
-#[serde(rename_all = "snake_case")]
-pub enum OutcomeStatus {
-    /// The broker acknowledged the action's record on its service's topic (the relay).
-    Published,
-    /// The delivery service confirmed it (the SMS reached the phone, the task was created).
-    Delivered,
-    FailedPermanent,
-}
-
-impl OutcomeStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OutcomeStatus::Published => "published",
-            OutcomeStatus::Delivered => "delivered",
-            OutcomeStatus::FailedPermanent => "failed_permanent",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "published" => Some(OutcomeStatus::Published),
-            "delivered" => Some(OutcomeStatus::Delivered),
-            "failed_permanent" | "failed" => Some(OutcomeStatus::FailedPermanent),
-            _ => None,
-        }
+crate::spelled_enum! {
+    /// Status of a delivery attempt as reported in an `action_outcome` event.
+    ///
+    /// `published` and `delivered` say different things: the relay reports `published` when the
+    /// broker acknowledged the action's record on its service's topic (the command reached the SMS
+    /// service, not the driver); only a delivery service reports `delivered`, its own confirmation.
+    /// In the embedded mode the relay calls the (fake) services themselves, so their receipt is a
+    /// `delivered`. Log entries written before `published` existed say `delivered` for both.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+    #[serde(rename_all = "snake_case")]
+    pub enum OutcomeStatus {
+        /// The broker acknowledged the action's record on its service's topic (the relay).
+        Published => "published",
+        /// The delivery service confirmed it (the SMS reached the phone, the task was created).
+        Delivered => "delivered",
+        FailedPermanent => "failed_permanent" | "failed",
     }
 }
 

@@ -11,6 +11,7 @@
 //! - [`action`]: actions as data, their destinations and classes.
 //! - [`decision`]: `DecisionRecord`, ask transitions and the step rule.
 //! - [`pii`]: redaction of phone numbers, email addresses and message text in logs.
+//! - [`spelling`]: [`spelled_enum!`], one spelling per enum (`as_str`, `parse`, `FromStr`, `ALL`).
 //!
 //! Architecture invariant: this crate is synchronous and performs no IO. It knows nothing of
 //! tokio, databases, Kafka, Avro, HTTP or any LLM vendor; CI checks it with `cargo tree`.
@@ -22,6 +23,7 @@ pub mod ids;
 pub mod load;
 pub mod log;
 pub mod pii;
+pub mod spelling;
 pub mod state;
 pub mod summary;
 pub mod triggers;
@@ -43,6 +45,7 @@ pub use load::{
     Contact, Language, LoadRegistered, LoadValidationError, Reefer, Role, SopRef, Stop, StopKind,
 };
 pub use log::LogEntry;
+pub use spelling::UnknownSpelling;
 pub use state::{AskStatus, LoadState, OpenAsk, Stage, Tracking, project_state};
 pub use summary::LoadSummary;
 pub use triggers::{Trigger, detect_triggers};

@@ -11,61 +11,25 @@ pub struct SopRef {
     pub version: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    Driver,
-    CarrierDispatcher,
-    Broker,
-    Shipper,
-    Receiver,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Driver => "driver",
-            Role::CarrierDispatcher => "carrier_dispatcher",
-            Role::Broker => "broker",
-            Role::Shipper => "shipper",
-            Role::Receiver => "receiver",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "driver" => Role::Driver,
-            "carrier_dispatcher" => Role::CarrierDispatcher,
-            "broker" => Role::Broker,
-            "shipper" => Role::Shipper,
-            "receiver" => Role::Receiver,
-            _ => return None,
-        })
+crate::spelled_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Role {
+        Driver => "driver",
+        CarrierDispatcher => "carrier_dispatcher",
+        Broker => "broker",
+        Shipper => "shipper",
+        Receiver => "receiver",
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Language {
-    #[default]
-    En,
-    Es,
-}
-
-impl Language {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Language::En => "en",
-            Language::Es => "es",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "en" => Some(Language::En),
-            "es" => Some(Language::Es),
-            _ => None,
-        }
+crate::spelled_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Language {
+        #[default]
+        En => "en",
+        Es => "es",
     }
 }
 
@@ -84,19 +48,12 @@ pub struct Contact {
     pub language: Language,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopKind {
-    Pickup,
-    Delivery,
-}
-
-impl StopKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopKind::Pickup => "pickup",
-            StopKind::Delivery => "delivery",
-        }
+crate::spelled_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum StopKind {
+        Pickup => "pickup",
+        Delivery => "delivery",
     }
 }
 

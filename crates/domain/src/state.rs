@@ -16,39 +16,20 @@ use crate::event::{EventKind, InboundEvent, MessageChannel, RiskBand, StopStatus
 use crate::load::{Contact, LoadRegistered, SopRef, StopKind};
 use crate::log::LogEntry;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Stage {
-    #[default]
-    ToPickup,
-    AtPickup,
-    ToDelivery,
-    AtDelivery,
-    Delivered,
+crate::spelled_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Stage {
+        #[default]
+        ToPickup => "to_pickup",
+        AtPickup => "at_pickup",
+        ToDelivery => "to_delivery",
+        AtDelivery => "at_delivery",
+        Delivered => "delivered",
+    }
 }
 
 impl Stage {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stage::ToPickup => "to_pickup",
-            Stage::AtPickup => "at_pickup",
-            Stage::ToDelivery => "to_delivery",
-            Stage::AtDelivery => "at_delivery",
-            Stage::Delivered => "delivered",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "to_pickup" => Stage::ToPickup,
-            "at_pickup" => Stage::AtPickup,
-            "to_delivery" => Stage::ToDelivery,
-            "at_delivery" => Stage::AtDelivery,
-            "delivered" => Stage::Delivered,
-            _ => return None,
-        })
-    }
-
     pub fn approaching(kind: StopKind) -> Stage {
         match kind {
             StopKind::Pickup => Stage::ToPickup,

@@ -16,22 +16,15 @@ use tracing::warn;
 
 use crate::record::InboundRecord;
 
-/// Why a record goes to the DLQ: header `dlq-reason-kind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeadLetterKind {
-    /// The value is not a decodable `InboundEvent` (framing, schema id, Avro body, a field the
-    /// domain rejects while decoding).
-    Decode,
-    /// The value decodes but is not valid for its load (key mismatch, unknown load, bad field).
-    InvalidEvent,
-}
-
-impl DeadLetterKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeadLetterKind::Decode => "decode",
-            DeadLetterKind::InvalidEvent => "invalid_event",
-        }
+load_agent_domain::spelled_enum! {
+    /// Why a record goes to the DLQ: header `dlq-reason-kind`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum DeadLetterKind {
+        /// The value is not a decodable `InboundEvent` (framing, schema id, Avro body, a field the
+        /// domain rejects while decoding).
+        Decode => "decode",
+        /// The value decodes but is not valid for its load (key mismatch, unknown load, bad field).
+        InvalidEvent => "invalid_event",
     }
 }
 

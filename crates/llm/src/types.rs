@@ -21,40 +21,20 @@ impl<T> LlmOutput<T> {
 
 pub type LlmResult<T> = Result<LlmOutput<T>, LlmError>;
 
-/// The five model methods.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LlmMethod {
-    Triage,
-    Draft,
-    ExtractDocument,
-    Plan,
-    ExtractSop,
+load_agent_domain::spelled_enum! {
+    /// The five model methods.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum LlmMethod {
+        Triage => "triage",
+        Draft => "draft",
+        ExtractDocument => "extract_document",
+        Plan => "plan",
+        ExtractSop => "extract_sop",
+    }
 }
 
 impl LlmMethod {
-    pub const ALL: [LlmMethod; 5] = [
-        LlmMethod::Triage,
-        LlmMethod::Draft,
-        LlmMethod::ExtractDocument,
-        LlmMethod::Plan,
-        LlmMethod::ExtractSop,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LlmMethod::Triage => "triage",
-            LlmMethod::Draft => "draft",
-            LlmMethod::ExtractDocument => "extract_document",
-            LlmMethod::Plan => "plan",
-            LlmMethod::ExtractSop => "extract_sop",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        LlmMethod::ALL.into_iter().find(|m| m.as_str() == s)
-    }
-
     /// Position in [`LlmMethod::ALL`].
     pub(crate) fn index(self) -> usize {
         match self {
@@ -64,12 +44,6 @@ impl LlmMethod {
             LlmMethod::Plan => 3,
             LlmMethod::ExtractSop => 4,
         }
-    }
-}
-
-impl std::fmt::Display for LlmMethod {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -257,4 +231,19 @@ pub struct SopExtractionRequest {
 #[serde(deny_unknown_fields)]
 pub struct ExtractedSop {
     pub spec: serde_json::Value,
+}
+
+#[cfg(test)]
+mod spelling_tests {
+    use super::*;
+
+    /// serde (the JSON formats) and `as_str` (SQL, query strings, metric labels) agree.
+    #[test]
+    fn serde_spells_every_variant_as_as_str_does() {
+        for r in LlmMethod::ALL {
+            assert_eq!(serde_json::to_value(r).ok(), Some(serde_json::json!(r.as_str())));
+            let read: Option<LlmMethod> = serde_json::from_value(serde_json::json!(r.as_str())).ok();
+            assert_eq!(read, Some(r));
+        }
+    }
 }

@@ -13,45 +13,19 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-/// A stage of the event → commit or commit → published path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Stage {
-    Fetch,
-    Queue,
-    Snapshot,
-    Decide,
-    Append,
-    Claim,
-    Send,
-    Outcome,
-    Mark,
-}
-
-impl Stage {
-    pub const ALL: [Stage; 9] = [
-        Stage::Fetch,
-        Stage::Queue,
-        Stage::Snapshot,
-        Stage::Decide,
-        Stage::Append,
-        Stage::Claim,
-        Stage::Send,
-        Stage::Outcome,
-        Stage::Mark,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stage::Fetch => "fetch",
-            Stage::Queue => "queue",
-            Stage::Snapshot => "snapshot",
-            Stage::Decide => "decide",
-            Stage::Append => "append",
-            Stage::Claim => "claim",
-            Stage::Send => "send",
-            Stage::Outcome => "outcome",
-            Stage::Mark => "mark",
-        }
+load_agent_domain::spelled_enum! {
+    /// A stage of the event → commit or commit → published path.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Stage {
+        Fetch => "fetch",
+        Queue => "queue",
+        Snapshot => "snapshot",
+        Decide => "decide",
+        Append => "append",
+        Claim => "claim",
+        Send => "send",
+        Outcome => "outcome",
+        Mark => "mark",
     }
 }
 

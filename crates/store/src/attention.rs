@@ -18,37 +18,19 @@ use serde::Serialize;
 
 use crate::error::StoreError;
 
-/// Why a load is on the attention list; the order of the variants is their urgency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AttentionReason {
-    UrgentTask,
-    DeadAction,
-    EscalatedAsk,
-    OverdueTimer,
+load_agent_domain::spelled_enum! {
+    /// Why a load is on the attention list; the order of the variants is their urgency.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum AttentionReason {
+        UrgentTask => "urgent_task",
+        DeadAction => "dead_action",
+        EscalatedAsk => "escalated_ask",
+        OverdueTimer => "overdue_timer",
+    }
 }
 
 impl AttentionReason {
-    pub const ALL: [AttentionReason; 4] = [
-        AttentionReason::UrgentTask,
-        AttentionReason::DeadAction,
-        AttentionReason::EscalatedAsk,
-        AttentionReason::OverdueTimer,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AttentionReason::UrgentTask => "urgent_task",
-            AttentionReason::DeadAction => "dead_action",
-            AttentionReason::EscalatedAsk => "escalated_ask",
-            AttentionReason::OverdueTimer => "overdue_timer",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.as_str() == s)
-    }
-
     /// Its bit in the ordering mask: a more urgent reason has a higher bit, so ordering by the
     /// mask orders by the most urgent reason first.
     fn bit(self) -> i64 {
@@ -228,4 +210,17 @@ pub(crate) fn page(candidates: Vec<Candidate>, q: &AttentionQuery) -> Result<Att
     let limit = usize::try_from(q.limit).unwrap_or(usize::MAX);
     let rows = rows.into_iter().skip(offset).take(limit).collect();
     Ok(AttentionPage { rows, total, by_reason, clients })
+}
+
+#[cfg(test)]
+mod spelling_tests {
+    use super::*;
+
+    /// serde (the JSON formats) and `as_str` (SQL, query strings, metric labels) agree.
+    #[test]
+    fn serde_spells_every_variant_as_as_str_does() {
+        for r in AttentionReason::ALL {
+            assert_eq!(serde_json::to_value(r).ok(), Some(serde_json::json!(r.as_str())));
+        }
+    }
 }

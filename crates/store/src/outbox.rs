@@ -78,30 +78,13 @@ pub enum NextAttempt {
     Dead,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum OutboxStatus {
-    /// Not yet delivered: new, claimed, waiting for a retry or deferred.
-    Pending,
-    Dispatched,
-    Dead,
-}
-
-impl OutboxStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OutboxStatus::Pending => "pending",
-            OutboxStatus::Dispatched => "dispatched",
-            OutboxStatus::Dead => "dead",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "pending" => Some(OutboxStatus::Pending),
-            "dispatched" => Some(OutboxStatus::Dispatched),
-            "dead" => Some(OutboxStatus::Dead),
-            _ => None,
-        }
+load_agent_domain::spelled_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum OutboxStatus {
+        /// Not yet delivered: new, claimed, waiting for a retry or deferred.
+        Pending => "pending",
+        Dispatched => "dispatched",
+        Dead => "dead",
     }
 }
 

@@ -18,29 +18,12 @@ pub struct TimerRow {
     pub fire_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TimerStatus {
-    Scheduled,
-    Fired,
-    Cancelled,
-}
-
-impl TimerStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TimerStatus::Scheduled => "scheduled",
-            TimerStatus::Fired => "fired",
-            TimerStatus::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "scheduled" => Some(TimerStatus::Scheduled),
-            "fired" => Some(TimerStatus::Fired),
-            "cancelled" => Some(TimerStatus::Cancelled),
-            _ => None,
-        }
+load_agent_domain::spelled_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum TimerStatus {
+        Scheduled => "scheduled",
+        Fired => "fired",
+        Cancelled => "cancelled",
     }
 }
 

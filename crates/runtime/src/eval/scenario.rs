@@ -118,29 +118,17 @@ struct RawStep {
     state: Option<StateCheck>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum RawEventType {
-    Ping,
-    Sms,
-    Email,
-    Slack,
-    Attachment,
-    StopStatus,
-    Redeliver,
-}
-
-impl RawEventType {
-    fn as_str(self) -> &'static str {
-        match self {
-            RawEventType::Ping => "ping",
-            RawEventType::Sms => "sms",
-            RawEventType::Email => "email",
-            RawEventType::Slack => "slack",
-            RawEventType::Attachment => "attachment",
-            RawEventType::StopStatus => "stop_status",
-            RawEventType::Redeliver => "redeliver",
-        }
+load_agent_domain::spelled_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum RawEventType {
+        Ping => "ping",
+        Sms => "sms",
+        Email => "email",
+        Slack => "slack",
+        Attachment => "attachment",
+        StopStatus => "stop_status",
+        Redeliver => "redeliver",
     }
 }
 
@@ -797,6 +785,15 @@ steps:
 
     fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         parse_scenario(Path::new("s.yaml"), text)
+    }
+
+    /// The scenario files are read with serde; error messages name the type with `as_str`.
+    #[test]
+    fn event_types_read_by_serde_as_they_are_spelled() {
+        for t in RawEventType::ALL {
+            let read: Option<RawEventType> = serde_yaml::from_str(t.as_str()).ok();
+            assert_eq!(read, Some(t));
+        }
     }
 
     #[test]
