@@ -6,6 +6,7 @@
 //! - [`sop`]: compiled SOP specs (data under `sops/`), their validation and registry.
 //! - [`templates`]: message templates in English and Spanish.
 //! - [`validate`]: the checks every action passes before commit.
+//! - `yaml_error`: the field/problem split of serde errors that SOP and template errors share.
 //! - [`prepare`]: validation of an inbound event against the load before it is processed
 //!   (unknown load, bad registration, sizes, times against the clock), whether a known event id
 //!   is a redelivery, and pinning the SOP version at registration.
@@ -19,6 +20,7 @@ pub mod prepare;
 pub mod sop;
 pub mod templates;
 mod validate;
+mod yaml_error;
 
 pub use pipeline::{Agent, Deps, Processed, hero_fallback_record, process_event};
 pub use prepare::{InvalidEvent, check_redelivery, prepare_event, prepare_event_at};

@@ -11,6 +11,7 @@ use load_agent_domain::{Role, SopRef, Stage, StopKind};
 use serde::Deserialize;
 
 use crate::templates::Templates;
+use crate::yaml_error::split_yaml_error;
 
 /// The trigger that opens an ask.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -258,18 +259,6 @@ pub fn parse_sop(file: &str, text: &str, templates: &Templates) -> Result<Sop, S
         SopError { file: file.into(), field, problem: format!("{problem}{at}") }
     })?;
     spec.validate(file, templates)
-}
-
-/// serde_yaml reports `path.to.field: problem at line L column C`; split the field path off.
-pub(crate) fn split_yaml_error(msg: &str) -> (String, String) {
-    let msg = match msg.find(" at line ") {
-        Some(i) => &msg[..i],
-        None => msg,
-    };
-    match msg.split_once(": ") {
-        Some((field, problem)) if !field.contains(' ') => (field.to_string(), problem.to_string()),
-        _ => ("(document)".to_string(), msg.to_string()),
-    }
 }
 
 /// Every SOP version the agent knows, by id and version.

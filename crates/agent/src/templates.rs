@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use load_agent_domain::Language;
 use serde::Deserialize;
 
-use crate::sop::split_yaml_error;
+use crate::yaml_error::split_yaml_error;
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
