@@ -18,7 +18,7 @@ use load_agent_llm::{
 use load_agent_triage::{Intent, resolve_eta};
 
 use crate::context::{Ctx, first_name, format_local};
-use crate::sop::{AskRule, AskTrigger, EscalationStep, Sop, SopRegistry, stop_kind};
+use crate::sop::{AskRule, AskTrigger, EscalationStep, Sop, SopRegistry};
 use crate::templates::{Fields, Templates};
 use crate::validate::{Proposal, finish_actions};
 
@@ -362,7 +362,7 @@ fn on_risk_changed(ctx: &Ctx<'_>, d: &mut Decision, stop: u32, from: RiskBand, t
     let mut matched = false;
     for (ask_type, rule) in &sop.spec.asks {
         let AskTrigger::DelayRiskChanged { to: band } = &rule.on else { continue };
-        if band != to.as_str() {
+        if *band != to {
             continue;
         }
         matched = true;
@@ -411,12 +411,12 @@ fn on_stage_entered(
         let AskTrigger::StageEntered { stage: want, after_departing, requires_reefer } = &rule.on else {
             continue;
         };
-        if want != stage.as_str() || (*requires_reefer && ctx.load.reefer.is_none()) {
+        if *want != stage || (*requires_reefer && ctx.load.reefer.is_none()) {
             continue;
         }
         let about = match after_departing {
             Some(kind) => match departed_stop.and_then(|s| ctx.stop(s)) {
-                Some(s) if Some(s.kind) == stop_kind(kind) => s.sequence,
+                Some(s) if s.kind == *kind => s.sequence,
                 _ => continue,
             },
             None => stop,
@@ -443,7 +443,7 @@ fn cancel_ask(d: &mut Decision, ask: &OpenAsk, reason: &str) {
 
 fn open_ask(ctx: &Ctx<'_>, d: &mut Decision, sop: &Sop, ask_type: &str, rule: &AskRule, stop: u32) {
     let ask_id = ask_id_for(&ctx.event.event_id, ask_type);
-    let target = Role::parse(&rule.target.role).and_then(|r| ctx.contact_with_role(r));
+    let target = ctx.contact_with_role(rule.target.role);
     d.transitions.push(AskTransition::AskOpened {
         ask_id: ask_id.clone(),
         ask_type: ask_type.to_string(),
@@ -524,8 +524,8 @@ fn take_next_step(ctx: &Ctx<'_>, d: &mut Decision, ask: &OpenAsk, rule: &AskRule
             Some(target) => {
                 let fields = ctx.fields(stop, Some(target));
                 let r = ctx.render(&template, target.language, &fields);
-                let body = match rule.target.channel.as_str() {
-                    "email" => ActionBody::SendEmail {
+                let body = match rule.target.channel {
+                    MessageChannel::Email => ActionBody::SendEmail {
                         to: target.id.clone(),
                         subject: format!("Load {}", ctx.load.load_id),
                         body: r.body,
@@ -575,36 +575,32 @@ fn escalation_action(
     step: AskStepRef,
 ) {
     match esc {
-        EscalationStep::SendEmail { role, thread, template } => {
-            match Role::parse(role).and_then(|r| ctx.contact_with_role(r)) {
-                Some(c) => {
-                    let r = ctx.render(template, c.language, &ctx.fields(stop, Some(c)));
-                    let thread = if thread == "new" { EmailThread::New } else { EmailThread::Main };
-                    d.propose(
-                        Some(step),
-                        ActionBody::SendEmail { to: c.id.clone(), subject: r.subject, body: r.body, thread },
-                    );
-                }
-                None => d.proposals.push(Proposal::Rejected {
-                    step: Some(step),
-                    what: "escalation email".into(),
-                    reason: format!("the load has no {role} contact"),
-                }),
+        EscalationStep::SendEmail { role, thread, template } => match ctx.contact_with_role(*role) {
+            Some(c) => {
+                let r = ctx.render(template, c.language, &ctx.fields(stop, Some(c)));
+                let thread = *thread;
+                d.propose(
+                    Some(step),
+                    ActionBody::SendEmail { to: c.id.clone(), subject: r.subject, body: r.body, thread },
+                );
             }
-        }
-        EscalationStep::SendSms { role, template } => {
-            match Role::parse(role).and_then(|r| ctx.contact_with_role(r)) {
-                Some(c) => {
-                    let r = ctx.render(template, c.language, &ctx.fields(stop, Some(c)));
-                    d.propose(Some(step), ActionBody::SendSms { to: c.id.clone(), body: r.body });
-                }
-                None => d.proposals.push(Proposal::Rejected {
-                    step: Some(step),
-                    what: "escalation SMS".into(),
-                    reason: format!("the load has no {role} contact"),
-                }),
+            None => d.proposals.push(Proposal::Rejected {
+                step: Some(step),
+                what: "escalation email".into(),
+                reason: format!("the load has no {role} contact"),
+            }),
+        },
+        EscalationStep::SendSms { role, template } => match ctx.contact_with_role(*role) {
+            Some(c) => {
+                let r = ctx.render(template, c.language, &ctx.fields(stop, Some(c)));
+                d.propose(Some(step), ActionBody::SendSms { to: c.id.clone(), body: r.body });
             }
-        }
+            None => d.proposals.push(Proposal::Rejected {
+                step: Some(step),
+                what: "escalation SMS".into(),
+                reason: format!("the load has no {role} contact"),
+            }),
+        },
         EscalationStep::CreateHeroTask { urgent, template } => {
             d.hero(ctx, template, &ctx.fields(stop, None), *urgent, Some(step));
         }

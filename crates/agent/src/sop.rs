@@ -7,65 +7,51 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use load_agent_domain::{Role, SopRef, Stage, StopKind};
+use load_agent_domain::{ActionKind, EmailThread, MessageChannel, RiskBand, Role, SopRef, Stage, StopKind};
 use serde::Deserialize;
 
 use crate::templates::Templates;
 use crate::yaml_error::split_yaml_error;
 
 /// The trigger that opens an ask.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(tag = "trigger", rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AskTrigger {
     /// `DelayRiskChanged(S, to)`: the ask is about stop S.
-    DelayRiskChanged { to: String },
+    DelayRiskChanged { to: RiskBand },
     /// `StageEntered(stage)`, optionally only after departing a stop of a kind and only on
     /// loads with a reefer: the ask is about the departed stop.
-    StageEntered {
-        stage: String,
-        #[serde(default)]
-        after_departing: Option<String>,
-        #[serde(default)]
-        requires_reefer: bool,
-    },
+    StageEntered { stage: Stage, after_departing: Option<StopKind>, requires_reefer: bool },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Who an ask asks, and on which channel (SMS or email).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
-    pub role: String,
-    pub channel: String,
+    pub role: Role,
+    pub channel: MessageChannel,
 }
 
 /// One escalation step, taken in order after the contact attempts are spent.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EscalationStep {
-    SendEmail {
-        role: String,
-        #[serde(default = "main_thread")]
-        thread: String,
-        template: String,
-    },
-    SendSms {
-        role: String,
-        template: String,
-    },
-    CreateHeroTask {
-        urgent: bool,
-        template: String,
-    },
-    PostSlack {
-        template: String,
-    },
+    SendEmail { role: Role, thread: EmailThread, template: String },
+    SendSms { role: Role, template: String },
+    CreateHeroTask { urgent: bool, template: String },
+    PostSlack { template: String },
 }
 
-fn main_thread() -> String {
-    "main".into()
+impl EscalationStep {
+    /// The kind of the action the step proposes.
+    pub fn action_kind(&self) -> ActionKind {
+        match self {
+            EscalationStep::SendEmail { .. } => ActionKind::SendEmail,
+            EscalationStep::SendSms { .. } => ActionKind::SendSms,
+            EscalationStep::CreateHeroTask { .. } => ActionKind::CreateHeroTask,
+            EscalationStep::PostSlack { .. } => ActionKind::PostSlack,
+        }
+    }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AskRule {
     pub on: AskTrigger,
     pub target: Target,
@@ -73,11 +59,9 @@ pub struct AskRule {
     pub question: String,
     /// Template of later attempts; defaults to `{question}_followup` when that exists, else the
     /// question.
-    #[serde(default)]
     pub followup: Option<String>,
     pub max_attempts: u32,
     pub retry_after_minutes: u32,
-    #[serde(default)]
     pub escalation: Vec<EscalationStep>,
 }
 
@@ -102,21 +86,18 @@ pub struct OutOfRangeRule {
     pub post_slack_to_broker: Option<SlackSpec>,
 }
 
-/// A compiled SOP spec, as written in a file.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A compiled SOP spec, typed: every role, stage, risk band, stop kind, channel and thread was
+/// parsed with the domain's enums when the file was loaded ([`parse_sop`]), so a misspelling is
+/// refused there, naming the file and the field, and never reaches the executor.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SopSpec {
     pub id: String,
     pub version: u32,
-    #[serde(default)]
     pub description: String,
     /// Roles the agent must never contact under this SOP.
-    #[serde(default)]
-    pub forbidden_roles: Vec<String>,
+    pub forbidden_roles: Vec<Role>,
     /// Ask rules by ask type.
-    #[serde(default)]
     pub asks: BTreeMap<String, AskRule>,
-    #[serde(default)]
     pub reefer_out_of_range: Option<OutOfRangeRule>,
 }
 
@@ -124,7 +105,6 @@ pub struct SopSpec {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sop {
     pub spec: SopSpec,
-    pub forbidden_roles: Vec<Role>,
 }
 
 impl Sop {
@@ -137,7 +117,7 @@ impl Sop {
     }
 
     pub fn forbids(&self, role: Role) -> bool {
-        self.forbidden_roles.contains(&role)
+        self.spec.forbidden_roles.contains(&role)
     }
 }
 
@@ -150,9 +130,95 @@ pub struct SopError {
     pub problem: String,
 }
 
-impl SopSpec {
-    /// Checks every field the executor relies on.
-    pub fn validate(self, file: &str, templates: &Templates) -> Result<Sop, SopError> {
+// ----- the file as written: strings, typed by `RawSopSpec::validate` -----
+// serde reads the strings and the validation parses them, rather than serde parsing the enums
+// directly: serde's error for a tagged enum names the enclosing object, not the field
+// (`asks.x.on`, not `asks.x.on.to`), and the messages below are what users and tests rely on.
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "trigger", rename_all = "snake_case", deny_unknown_fields)]
+enum RawAskTrigger {
+    DelayRiskChanged {
+        to: String,
+    },
+    StageEntered {
+        stage: String,
+        #[serde(default)]
+        after_departing: Option<String>,
+        #[serde(default)]
+        requires_reefer: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTarget {
+    role: String,
+    channel: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+enum RawEscalationStep {
+    SendEmail {
+        role: String,
+        #[serde(default = "main_thread")]
+        thread: String,
+        template: String,
+    },
+    SendSms {
+        role: String,
+        template: String,
+    },
+    CreateHeroTask {
+        urgent: bool,
+        template: String,
+    },
+    PostSlack {
+        template: String,
+    },
+}
+
+fn main_thread() -> String {
+    EmailThread::Main.as_str().into()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAskRule {
+    on: RawAskTrigger,
+    target: RawTarget,
+    question: String,
+    #[serde(default)]
+    followup: Option<String>,
+    max_attempts: u32,
+    retry_after_minutes: u32,
+    #[serde(default)]
+    escalation: Vec<RawEscalationStep>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSopSpec {
+    id: String,
+    version: u32,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    forbidden_roles: Vec<String>,
+    #[serde(default)]
+    asks: BTreeMap<String, RawAskRule>,
+    #[serde(default)]
+    reefer_out_of_range: Option<OutOfRangeRule>,
+}
+
+/// The channels an ask can use (a Slack ask is not supported).
+const ASK_CHANNELS: [MessageChannel; 2] = [MessageChannel::Sms, MessageChannel::Email];
+
+impl RawSopSpec {
+    /// Parses every spelled value with the domain's enums and checks every field the executor
+    /// relies on.
+    fn validate(self, file: &str, templates: &Templates) -> Result<Sop, SopError> {
         let err = |field: String, problem: String| SopError { file: file.into(), field, problem };
         if self.id.trim().is_empty() {
             return Err(err("id".into(), "must not be empty".into()));
@@ -160,11 +226,11 @@ impl SopSpec {
         if self.version == 0 {
             return Err(err("version".into(), "must be 1 or more".into()));
         }
+        let role =
+            |field: String, r: &str| Role::parse(r).ok_or_else(|| err(field, format!("unknown role {r:?}")));
         let mut forbidden = Vec::new();
         for (i, r) in self.forbidden_roles.iter().enumerate() {
-            let role = Role::parse(r)
-                .ok_or_else(|| err(format!("forbidden_roles[{i}]"), format!("unknown role {r:?}")))?;
-            forbidden.push(role);
+            forbidden.push(role(format!("forbidden_roles[{i}]"), r)?);
         }
         let need_template = |field: String, id: &str| {
             if templates.get(id).is_some() {
@@ -173,39 +239,44 @@ impl SopSpec {
                 Err(err(field, format!("unknown template {id:?}")))
             }
         };
-        for (ask_type, rule) in &self.asks {
+        let mut asks = BTreeMap::new();
+        for (ask_type, rule) in self.asks {
             let f = |name: &str| format!("asks.{ask_type}.{name}");
-            match &rule.on {
-                AskTrigger::DelayRiskChanged { to } => {
-                    if !["low", "medium", "high"].contains(&to.as_str()) {
-                        return Err(err(f("on.to"), format!("unknown delay risk band {to:?}")));
+            let on = match rule.on {
+                RawAskTrigger::DelayRiskChanged { to } => AskTrigger::DelayRiskChanged {
+                    to: RiskBand::parse(&to)
+                        .ok_or_else(|| err(f("on.to"), format!("unknown delay risk band {to:?}")))?,
+                },
+                RawAskTrigger::StageEntered { stage, after_departing, requires_reefer } => {
+                    AskTrigger::StageEntered {
+                        stage: Stage::parse(&stage)
+                            .ok_or_else(|| err(f("on.stage"), format!("unknown stage {stage:?}")))?,
+                        after_departing: after_departing
+                            .map(|k| {
+                                StopKind::parse(&k).ok_or_else(|| {
+                                    err(f("on.after_departing"), format!("unknown stop kind {k:?}"))
+                                })
+                            })
+                            .transpose()?,
+                        requires_reefer,
                     }
                 }
-                AskTrigger::StageEntered { stage, after_departing, .. } => {
-                    if Stage::parse(stage).is_none() {
-                        return Err(err(f("on.stage"), format!("unknown stage {stage:?}")));
-                    }
-                    if let Some(k) = after_departing
-                        && !["pickup", "delivery"].contains(&k.as_str())
-                    {
-                        return Err(err(f("on.after_departing"), format!("unknown stop kind {k:?}")));
-                    }
-                }
-            }
-            let role = Role::parse(&rule.target.role)
-                .ok_or_else(|| err(f("target.role"), format!("unknown role {:?}", rule.target.role)))?;
-            if forbidden.contains(&role) {
+            };
+            let target_role = role(f("target.role"), &rule.target.role)?;
+            if forbidden.contains(&target_role) {
                 return Err(err(
                     f("target.role"),
                     format!("role {:?} is forbidden by this SOP", rule.target.role),
                 ));
             }
-            if !["sms", "email"].contains(&rule.target.channel.as_str()) {
-                return Err(err(
-                    f("target.channel"),
-                    format!("unsupported channel {:?} (sms or email)", rule.target.channel),
-                ));
-            }
+            let channel = MessageChannel::parse(&rule.target.channel)
+                .filter(|c| ASK_CHANNELS.contains(c))
+                .ok_or_else(|| {
+                    err(
+                        f("target.channel"),
+                        format!("unsupported channel {:?} (sms or email)", rule.target.channel),
+                    )
+                })?;
             need_template(f("question"), &rule.question)?;
             if let Some(t) = &rule.followup {
                 need_template(f("followup"), t)?;
@@ -216,29 +287,42 @@ impl SopSpec {
             if rule.retry_after_minutes == 0 || rule.retry_after_minutes > 24 * 60 {
                 return Err(err(f("retry_after_minutes"), "must be between 1 and 1440".into()));
             }
-            for (i, step) in rule.escalation.iter().enumerate() {
+            let mut escalation = Vec::with_capacity(rule.escalation.len());
+            for (i, step) in rule.escalation.into_iter().enumerate() {
                 let sf = |name: &str| f(&format!("escalation[{i}].{name}"));
-                match step {
-                    EscalationStep::SendEmail { role, thread, template } => {
-                        Role::parse(role).ok_or_else(|| err(sf("role"), format!("unknown role {role:?}")))?;
-                        if !["main", "new"].contains(&thread.as_str()) {
-                            return Err(err(
-                                sf("thread"),
-                                format!("unknown thread {thread:?} (main or new)"),
-                            ));
-                        }
-                        need_template(sf("template"), template)?;
+                let step = match step {
+                    RawEscalationStep::SendEmail { role: r, thread, template } => {
+                        let role = role(sf("role"), &r)?;
+                        let thread = EmailThread::parse(&thread).ok_or_else(|| {
+                            err(sf("thread"), format!("unknown thread {thread:?} (main or new)"))
+                        })?;
+                        EscalationStep::SendEmail { role, thread, template }
                     }
-                    EscalationStep::SendSms { role, template } => {
-                        Role::parse(role).ok_or_else(|| err(sf("role"), format!("unknown role {role:?}")))?;
-                        need_template(sf("template"), template)?;
+                    RawEscalationStep::SendSms { role: r, template } => {
+                        EscalationStep::SendSms { role: role(sf("role"), &r)?, template }
                     }
-                    EscalationStep::CreateHeroTask { template, .. }
-                    | EscalationStep::PostSlack { template } => {
-                        need_template(sf("template"), template)?;
+                    RawEscalationStep::CreateHeroTask { urgent, template } => {
+                        EscalationStep::CreateHeroTask { urgent, template }
                     }
-                }
+                    RawEscalationStep::PostSlack { template } => EscalationStep::PostSlack { template },
+                };
+                let (EscalationStep::SendEmail { template, .. }
+                | EscalationStep::SendSms { template, .. }
+                | EscalationStep::CreateHeroTask { template, .. }
+                | EscalationStep::PostSlack { template }) = &step;
+                need_template(sf("template"), template)?;
+                escalation.push(step);
             }
+            let rule = AskRule {
+                on,
+                target: Target { role: target_role, channel },
+                question: rule.question,
+                followup: rule.followup,
+                max_attempts: rule.max_attempts,
+                retry_after_minutes: rule.retry_after_minutes,
+                escalation,
+            };
+            asks.insert(ask_type, rule);
         }
         if let Some(r) = &self.reefer_out_of_range {
             need_template("reefer_out_of_range.hero_task.template".into(), &r.hero_task.template)?;
@@ -246,13 +330,21 @@ impl SopSpec {
                 need_template("reefer_out_of_range.post_slack_to_broker.template".into(), &s.template)?;
             }
         }
-        Ok(Sop { spec: self, forbidden_roles: forbidden })
+        let spec = SopSpec {
+            id: self.id,
+            version: self.version,
+            description: self.description,
+            forbidden_roles: forbidden,
+            asks,
+            reefer_out_of_range: self.reefer_out_of_range,
+        };
+        Ok(Sop { spec })
     }
 }
 
 /// Parses and validates one SOP file's text.
 pub fn parse_sop(file: &str, text: &str, templates: &Templates) -> Result<Sop, SopError> {
-    let spec: SopSpec = serde_yaml::from_str(text).map_err(|e| {
+    let spec: RawSopSpec = serde_yaml::from_str(text).map_err(|e| {
         let (field, problem) = split_yaml_error(&e.to_string());
         let at =
             e.location().map(|l| format!(" (line {}, column {})", l.line(), l.column())).unwrap_or_default();
@@ -340,26 +432,17 @@ impl SopRegistry {
     }
 }
 
-/// The stop kind named in a spec (`pickup` / `delivery`).
-pub(crate) fn stop_kind(s: &str) -> Option<StopKind> {
-    match s {
-        "pickup" => Some(StopKind::Pickup),
-        "delivery" => Some(StopKind::Delivery),
-        _ => None,
-    }
-}
-
 /// The JSON schema of a compiled SOP spec (format v1), given to the model that compiles an SOP
 /// written in plain English (`load-agent sop compile`). The result is still checked by
-/// [`SopSpec::validate`], which knows the templates.
+/// the validation [`parse_sop`] runs, which knows the templates.
 pub fn spec_json_schema() -> serde_json::Value {
-    let role = serde_json::json!({"type": "string", "enum": ["driver", "carrier_dispatcher", "broker", "shipper", "receiver"]});
+    let role = serde_json::json!({"type": "string", "enum": Role::SPELLINGS});
     let escalation = serde_json::json!({
         "type": "object",
         "required": ["action", "template"],
         "properties": {
             "action": {"type": "string", "enum": ["send_email", "send_sms", "create_hero_task", "post_slack"]},
-            "role": role, "thread": {"type": "string", "enum": ["main", "new"]},
+            "role": role, "thread": {"type": "string", "enum": EmailThread::SPELLINGS},
             "urgent": {"type": "boolean"}, "template": {"type": "string"}
         },
         "additionalProperties": false
@@ -383,16 +466,16 @@ pub fn spec_json_schema() -> serde_json::Value {
                             "required": ["trigger"],
                             "properties": {
                                 "trigger": {"type": "string", "enum": ["delay_risk_changed", "stage_entered"]},
-                                "to": {"type": "string", "enum": ["low", "medium", "high"]},
-                                "stage": {"type": "string", "enum": ["to_pickup", "at_pickup", "to_delivery", "at_delivery", "delivered"]},
-                                "after_departing": {"type": "string", "enum": ["pickup", "delivery"]},
+                                "to": {"type": "string", "enum": RiskBand::SPELLINGS},
+                                "stage": {"type": "string", "enum": Stage::SPELLINGS},
+                                "after_departing": {"type": "string", "enum": StopKind::SPELLINGS},
                                 "requires_reefer": {"type": "boolean"}
                             },
                             "additionalProperties": false
                         },
                         "target": {
                             "type": "object", "required": ["role", "channel"],
-                            "properties": {"role": role, "channel": {"type": "string", "enum": ["sms", "email"]}},
+                            "properties": {"role": role, "channel": {"type": "string", "enum": ASK_CHANNELS.map(MessageChannel::as_str)}},
                             "additionalProperties": false
                         },
                         "question": {"type": "string"},
@@ -426,7 +509,7 @@ pub fn spec_from_json(
     spec: serde_json::Value,
     templates: &Templates,
 ) -> Result<(Sop, String), SopError> {
-    let parsed: SopSpec = serde_json::from_value(spec.clone()).map_err(|e| {
+    let parsed: RawSopSpec = serde_json::from_value(spec.clone()).map_err(|e| {
         let (field, problem) = split_yaml_error(&e.to_string());
         SopError { file: file.into(), field, problem }
     })?;
@@ -437,4 +520,37 @@ pub fn spec_from_json(
         problem: e.to_string(),
     })?;
     Ok((sop, yaml))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An escalation step's `action` is spelled as the domain's `ActionKind` of what it proposes.
+    #[test]
+    fn escalation_actions_are_spelled_as_their_action_kinds() {
+        let text = r#"
+id: c
+version: 1
+asks:
+  eta_request:
+    on: {trigger: delay_risk_changed, to: high}
+    target: {role: driver, channel: email}
+    question: eta_request
+    max_attempts: 1
+    retry_after_minutes: 30
+    escalation:
+      - {action: send_email, role: carrier_dispatcher, template: eta_escalation_email}
+      - {action: send_sms, role: driver, template: eta_request}
+      - {action: create_hero_task, urgent: true, template: hero_call_driver_eta}
+      - {action: post_slack, template: eta_request}
+"#;
+        let templates = Templates::embedded().expect("templates");
+        let sop = parse_sop("c.yaml", text, &templates).expect("valid");
+        let rule = sop.ask_rule("eta_request").expect("rule");
+        assert_eq!(rule.target.channel, MessageChannel::Email);
+        let kinds: Vec<&str> = rule.escalation.iter().map(|s| s.action_kind().as_str()).collect();
+        assert_eq!(kinds, ["send_email", "send_sms", "create_hero_task", "post_slack"]);
+        assert!(matches!(rule.escalation[0], EscalationStep::SendEmail { thread: EmailThread::Main, .. }));
+    }
 }

@@ -96,3 +96,81 @@ fn a_folder_of_sops_loads_and_a_bad_one_names_its_path() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const STAGE_RULE: &str = r#"
+id: client_c
+version: 1
+forbidden_roles: [shipper]
+asks:
+  reefer_temp:
+    on: {trigger: stage_entered, stage: to_delivery, after_departing: pickup, requires_reefer: true}
+    target: {role: driver, channel: sms}
+    question: eta_request
+    max_attempts: 2
+    retry_after_minutes: 30
+    escalation:
+      - {action: send_email, role: carrier_dispatcher, thread: new, template: eta_escalation_email}
+"#;
+
+/// The spec is typed when the file is loaded: every spelled value is parsed with the domain's
+/// enums, so a misspelling is refused naming the file and the field, never met by the executor.
+#[test]
+fn a_misspelled_value_is_refused_at_load_naming_the_file_and_the_field() {
+    use load_agent_agent::sop::{AskTrigger, EscalationStep};
+    use load_agent_domain::{EmailThread, Role, Stage, StopKind};
+
+    let t = templates();
+    let sop = parse_sop("sops/client_c/v1.yaml", STAGE_RULE, &t).expect("valid");
+    assert_eq!(sop.spec.forbidden_roles, [Role::Shipper]);
+    let rule = sop.ask_rule("reefer_temp").expect("rule");
+    assert_eq!(
+        rule.on,
+        AskTrigger::StageEntered {
+            stage: Stage::ToDelivery,
+            after_departing: Some(StopKind::Pickup),
+            requires_reefer: true
+        }
+    );
+    assert!(matches!(
+        rule.escalation[..],
+        [EscalationStep::SendEmail { role: Role::CarrierDispatcher, thread: EmailThread::New, .. }]
+    ));
+
+    let cases = [
+        (
+            "stage: to_delivery",
+            "stage: to_delivry",
+            "asks.reefer_temp.on.stage",
+            "unknown stage \"to_delivry\"",
+        ),
+        (
+            "after_departing: pickup",
+            "after_departing: pick_up",
+            "asks.reefer_temp.on.after_departing",
+            "unknown stop kind",
+        ),
+        ("[shipper]", "[shiper]", "forbidden_roles[0]", "unknown role \"shiper\""),
+        ("thread: new", "thread: old", "asks.reefer_temp.escalation[0].thread", "unknown thread"),
+        (
+            "role: carrier_dispatcher",
+            "role: dispatcher",
+            "asks.reefer_temp.escalation[0].role",
+            "unknown role",
+        ),
+        ("channel: sms", "channel: slack", "asks.reefer_temp.target.channel", "unsupported channel"),
+        ("action: send_email", "action: send_mail", "asks.reefer_temp", "unknown variant `send_mail`"),
+        (
+            "trigger: stage_entered",
+            "trigger: stage_enterd",
+            "asks.reefer_temp.on",
+            "unknown variant `stage_enterd`",
+        ),
+    ];
+    for (good, bad, field, problem) in cases {
+        let text = STAGE_RULE.replace(good, bad);
+        let err = parse_sop("sops/client_c/v1.yaml", &text, &t).expect_err(bad);
+        assert_eq!(err.file, "sops/client_c/v1.yaml");
+        assert!(err.field.starts_with(field), "field {:?} for {bad}", err.field);
+        assert!(err.problem.contains(problem), "problem {:?} for {bad}", err.problem);
+    }
+}
