@@ -29,8 +29,8 @@ use load_agent_domain::{
     ActionBody, Destination, EventKind, InboundEvent, OutcomeStatus, action_outcome_event_id,
 };
 use load_agent_runtime::{
-    ActionCommand, DeliveryError, Destinations, FakeClock, FakeServices, InProcessQueue, LoadQueue, Receipt,
-    Relay, RelayConfig,
+    DeliveryCommand, DeliveryError, Destinations, FakeClock, FakeServices, InProcessQueue, LoadQueue,
+    Receipt, Relay, RelayConfig,
 };
 use load_agent_store::{ClaimedRow, PgStore, StoreOptions, Stores, TimerRow};
 
@@ -75,7 +75,7 @@ impl Destinations for AckedFakes {
     async fn send(
         &self,
         destination: Destination,
-        command: &ActionCommand,
+        command: &DeliveryCommand,
     ) -> Result<Receipt, DeliveryError> {
         if !self.ack.is_zero() {
             tokio::time::sleep(self.ack).await;
@@ -127,7 +127,7 @@ async fn per_row_one(stores: &Stores, destinations: &AckedFakes, queue: &dyn Loa
             format!("scheduled {timer_id}")
         }
         _ => {
-            let command = ActionCommand {
+            let command = DeliveryCommand {
                 idempotency_key: row.id.clone(),
                 load_id: row.load_id.clone(),
                 load_version: row.load_version,

@@ -70,7 +70,7 @@ pub fn avro_decode(data: &[u8]) {
         }
         AvroMode::ActionCommand => {
             let Ok(cmd) = decode_action_command(bytes) else { return };
-            let encode = |c: &load_agent_avro::ActionCommand| {
+            let encode = |c: &load_agent_avro::DecodedActionCommand| {
                 encode_action_command(&c.to_action(), &c.load_id, c.load_version, &c.addresses)
             };
             let once = encode(&cmd);

@@ -19,9 +19,11 @@ pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 /// The value `destination` takes for a noop, which has no destination and is never published.
 pub const NO_DESTINATION: &str = "none";
 
-/// A decoded, validated action command: what a delivery service acts on.
+/// The decoded, validated form of the Avro `ActionCommand` record ([`wire::ActionCommand`]):
+/// what a delivery service acts on. (The relay's in-process request is the runtime's
+/// `DeliveryCommand`.)
 #[derive(Debug, Clone, PartialEq)]
-pub struct ActionCommand {
+pub struct DecodedActionCommand {
     /// The action's idempotency key; delivery services dedupe on it.
     pub idempotency_key: String,
     /// Always `body.kind()`.
@@ -40,9 +42,9 @@ pub struct ActionCommand {
     pub addresses: Addresses,
 }
 
-impl ActionCommand {
+impl DecodedActionCommand {
     pub fn new(action: &Action, load_id: &str, load_version: u64, addresses: &Addresses) -> Self {
-        ActionCommand {
+        DecodedActionCommand {
             idempotency_key: action.key.clone(),
             action_kind: action.kind(),
             load_id: load_id.to_owned(),
@@ -80,8 +82,8 @@ fn to_wire(action: &Action, load_id: &str, load_version: u64, addresses: &Addres
     }
 }
 
-impl From<&ActionCommand> for wire::ActionCommand {
-    fn from(c: &ActionCommand) -> Self {
+impl From<&DecodedActionCommand> for wire::ActionCommand {
+    fn from(c: &DecodedActionCommand) -> Self {
         to_wire(&c.to_action(), &c.load_id, c.load_version, &c.addresses)
     }
 }
@@ -90,7 +92,7 @@ fn inconsistent(field: &str, what: String) -> FieldError {
     FieldError::new(field, FieldProblem::Inconsistent(what))
 }
 
-impl TryFrom<wire::ActionCommand> for ActionCommand {
+impl TryFrom<wire::ActionCommand> for DecodedActionCommand {
     type Error = FieldError;
 
     fn try_from(w: wire::ActionCommand) -> Result<Self, FieldError> {
@@ -137,7 +139,7 @@ impl TryFrom<wire::ActionCommand> for ActionCommand {
                 ));
             }
         };
-        Ok(ActionCommand {
+        Ok(DecodedActionCommand {
             idempotency_key: w.idempotency_key,
             action_kind,
             load_id: w.load_id,
@@ -195,10 +197,10 @@ pub fn latest_action_command_schema_id() -> SchemaId {
 }
 
 /// Decodes and validates a Confluent-framed `ActionCommand` (the delivery side).
-pub fn decode_action_command(bytes: &[u8]) -> Result<ActionCommand, DecodeError> {
+pub fn decode_action_command(bytes: &[u8]) -> Result<DecodedActionCommand, DecodeError> {
     let (id, body) = confluent::unframe(bytes)?;
     let wire: wire::ActionCommand = codec::for_record(id, records::ACTION_COMMAND)?.read(body)?;
-    ActionCommand::try_from(wire).map_err(codec::field_error::<wire::ActionCommand>(id))
+    DecodedActionCommand::try_from(wire).map_err(codec::field_error::<wire::ActionCommand>(id))
 }
 
 /// Decodes an unframed body written with `writer_schema` (fetched from a schema registry).
@@ -206,9 +208,9 @@ pub fn decode_action_command_with_schema(
     id: SchemaId,
     writer_schema: &Schema,
     body: &[u8],
-) -> Result<ActionCommand, DecodeError> {
+) -> Result<DecodedActionCommand, DecodeError> {
     let wire: wire::ActionCommand = codec::read_with_schema(id, writer_schema, body)?;
-    ActionCommand::try_from(wire).map_err(codec::field_error::<wire::ActionCommand>(id))
+    DecodedActionCommand::try_from(wire).map_err(codec::field_error::<wire::ActionCommand>(id))
 }
 
 /// Frames a wire struct as it is, without the domain's checks (tools and tests).

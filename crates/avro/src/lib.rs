@@ -49,7 +49,7 @@ pub mod registry_client;
 pub mod registry_stub;
 pub mod wire;
 
-pub use action_command::{ActionCommand, decode_action_command, encode_action_command};
+pub use action_command::{DecodedActionCommand, decode_action_command, encode_action_command};
 pub use convert::Addresses;
 pub use error::{DecodeError, FieldError, FieldProblem, WireError};
 pub use inbound::{decode_inbound, encode_inbound};

@@ -26,7 +26,7 @@ use schema_registry_converter::schema_registry_common::{
     RawError, SchemaType, SrCall, SubjectNameStrategy, SuppliedSchema,
 };
 
-use crate::action_command::{ActionCommand, decode_action_command_with_schema};
+use crate::action_command::{DecodedActionCommand, decode_action_command_with_schema};
 use crate::confluent;
 use crate::datum::ToDatum;
 use crate::error::DecodeError;
@@ -171,7 +171,10 @@ impl RegistryClient {
     }
 
     /// Decodes a framed `ActionCommand` whose schema id comes from the registry.
-    pub async fn decode_action_command(&self, bytes: &[u8]) -> Result<ActionCommand, RegistryClientError> {
+    pub async fn decode_action_command(
+        &self,
+        bytes: &[u8],
+    ) -> Result<DecodedActionCommand, RegistryClientError> {
         let (id, body) = confluent::unframe(bytes).map_err(DecodeError::from)?;
         let writer = self.schema_by_id(id).await?;
         Ok(decode_action_command_with_schema(id, &writer.parsed, body)?)

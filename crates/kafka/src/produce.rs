@@ -19,7 +19,7 @@ use load_agent_avro::action_command::encode_action_command_with_id;
 use load_agent_avro::inbound::encode_inbound_with_id;
 use load_agent_domain::{Destination, InboundEvent, OutcomeStatus};
 use load_agent_runtime::{
-    ActionCommand, Delivery, DeliveryError, Destinations, LoadQueue, QueueError, Receipt, SnapshotSource,
+    Delivery, DeliveryCommand, DeliveryError, Destinations, LoadQueue, QueueError, Receipt, SnapshotSource,
 };
 use load_agent_store::{DeadLetterStore, KeptDeadLetter};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -250,7 +250,7 @@ impl Destinations for KafkaDestinations {
     async fn send(
         &self,
         destination: Destination,
-        command: &ActionCommand,
+        command: &DeliveryCommand,
     ) -> Result<Receipt, DeliveryError> {
         if destination == Destination::Timer {
             return Err(DeliveryError::Permanent(

@@ -17,14 +17,14 @@ use serde::{Deserialize, Serialize};
 /// What the relay hands a service: the action as committed, with its key and the log version
 /// it was committed at (topics.md `ActionCommand`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ActionCommand {
+pub struct DeliveryCommand {
     pub idempotency_key: String,
     pub load_id: String,
     pub load_version: u64,
     pub action: Action,
 }
 
-impl ActionCommand {
+impl DeliveryCommand {
     pub fn kind(&self) -> ActionKind {
         self.action.kind()
     }
@@ -61,8 +61,11 @@ impl DeliveryError {
 /// Where the relay sends outbox rows that leave the agent (every destination but `timer`).
 #[async_trait]
 pub trait Destinations: Send + Sync + std::fmt::Debug {
-    async fn send(&self, destination: Destination, command: &ActionCommand)
-    -> Result<Receipt, DeliveryError>;
+    async fn send(
+        &self,
+        destination: Destination,
+        command: &DeliveryCommand,
+    ) -> Result<Receipt, DeliveryError>;
 
     /// What a successful [`Destinations::send`] means, the status of the relay's
     /// `action_outcome`: `delivered` when the destination is the delivery service itself (the
@@ -93,7 +96,7 @@ pub struct FaultRule {
 }
 
 impl FaultRule {
-    fn matches(&self, command: &ActionCommand) -> bool {
+    fn matches(&self, command: &DeliveryCommand) -> bool {
         self.action.is_none_or(|k| k == command.kind())
             && self.to.as_deref().is_none_or(|to| command.contact_id() == Some(to))
     }
@@ -247,13 +250,13 @@ impl FakeServices {
     pub fn injected_failure(
         &self,
         destination: Destination,
-        command: &ActionCommand,
+        command: &DeliveryCommand,
     ) -> Option<DeliveryError> {
         injected(&mut self.lock(), destination, command)
     }
 }
 
-fn injected(s: &mut FakeState, destination: Destination, command: &ActionCommand) -> Option<DeliveryError> {
+fn injected(s: &mut FakeState, destination: Destination, command: &DeliveryCommand) -> Option<DeliveryError> {
     let rule = s.faults.iter().find(|r| r.matches(command)).cloned()?;
     s.failed_sends += 1;
     let why = format!("fake {} service: injected {:?} failure", destination.as_str(), rule.fail);
@@ -268,7 +271,7 @@ impl Destinations for FakeServices {
     async fn send(
         &self,
         destination: Destination,
-        command: &ActionCommand,
+        command: &DeliveryCommand,
     ) -> Result<Receipt, DeliveryError> {
         let key = &command.idempotency_key;
         let first = {
@@ -306,8 +309,8 @@ impl Destinations for FakeServices {
 mod tests {
     use super::*;
 
-    fn sms(key: &str, to: &str) -> ActionCommand {
-        ActionCommand {
+    fn sms(key: &str, to: &str) -> DeliveryCommand {
+        DeliveryCommand {
             idempotency_key: key.into(),
             load_id: "481207".into(),
             load_version: 3,

@@ -7,7 +7,7 @@
 //! - [`snapshot`]: [`SnapshotSource`] (where a run's state comes from) and [`LogProjection`].
 //! - [`worker`]: [`Worker`]: one run per event (`process_one`) and the consumer loop.
 //! - [`group_commit`]: [`GroupCommit`]: appends of different loads grouped into one transaction.
-//! - [`delivery`]: the channel contract ([`Destinations`], [`ActionCommand`], [`Receipt`],
+//! - [`delivery`]: the channel contract ([`Destinations`], [`DeliveryCommand`], [`Receipt`],
 //!   [`DeliveryError`]) and [`FakeServices`], the in-process fakes with fault injection.
 //! - [`relay`]: [`Relay`], ADR 0003's dispatcher (`relay_once` and the loop), [`RetryPolicy`].
 //! - [`pump`]: [`TimerPump`] (`pump_once` and the loop).
@@ -46,7 +46,7 @@ pub use cache::{CacheConfig, CacheStats, CacheWeigher, SnapshotCache};
 pub use clock::{Clock, FakeClock, SystemClock};
 pub use crash::crash_point;
 pub use delivery::{
-    ActionCommand, Delivered, DeliveryError, Destinations, FailMode, FakeServices, FaultChange, FaultRule,
+    Delivered, DeliveryCommand, DeliveryError, Destinations, FailMode, FakeServices, FaultChange, FaultRule,
     Receipt,
 };
 pub use eval::{EvalError, EvalSummary, run_eval};

@@ -54,7 +54,7 @@ use tracing::{Instrument, debug, error, info_span, warn};
 
 use crate::alerts::{OpsAlert, OpsAlerts, class_label};
 use crate::clock::Clock;
-use crate::delivery::{ActionCommand, DeliveryError, Destinations, FakeServices, Receipt};
+use crate::delivery::{DeliveryCommand, DeliveryError, Destinations, FakeServices, Receipt};
 use crate::queue::LoadQueue;
 use crate::shutdown::Shutdown;
 use crate::stages::{self, Stage};
@@ -348,7 +348,7 @@ impl Relay {
         if now >= row.lease_until {
             return Sent::LeaseLost;
         }
-        let command = ActionCommand {
+        let command = DeliveryCommand {
             idempotency_key: row.id.clone(),
             load_id: row.load_id.clone(),
             load_version: row.load_version,

@@ -24,7 +24,7 @@ use load_agent_domain::{
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
-    ActionCommand, CacheConfig, Clock, DeliveryError, Destinations, FakeClock, InProcessQueue, LoadQueue,
+    CacheConfig, Clock, DeliveryCommand, DeliveryError, Destinations, FakeClock, InProcessQueue, LoadQueue,
     Receipt, Relay, RelayConfig, RelayReport, RunOutcome, SnapshotCache, SnapshotSource, Worker,
 };
 use load_agent_store::{
@@ -335,7 +335,7 @@ impl CountingServices {
 
 #[async_trait]
 impl Destinations for CountingServices {
-    async fn send(&self, _: Destination, command: &ActionCommand) -> Result<Receipt, DeliveryError> {
+    async fn send(&self, _: Destination, command: &DeliveryCommand) -> Result<Receipt, DeliveryError> {
         *self
             .sends
             .lock()
@@ -567,7 +567,7 @@ struct OrderedServices {
 
 #[async_trait]
 impl Destinations for OrderedServices {
-    async fn send(&self, _: Destination, command: &ActionCommand) -> Result<Receipt, DeliveryError> {
+    async fn send(&self, _: Destination, command: &DeliveryCommand) -> Result<Receipt, DeliveryError> {
         tokio::time::sleep(Duration::from_millis(2)).await;
         self.sent.lock().unwrap_or_else(|p| p.into_inner()).push(command.idempotency_key.clone());
         Ok(Receipt { id: command.idempotency_key.clone() })
@@ -654,7 +654,7 @@ where
     assert_eq!(claims.len(), ids.len(), "relay A holds every row");
     assert!(claims.iter().all(|c| c.lease_until == claimed_at + lease), "the store's lease from `now`");
     for claim in claims.iter().take(3) {
-        let command = ActionCommand {
+        let command = DeliveryCommand {
             idempotency_key: claim.id.clone(),
             load_id: claim.load_id.clone(),
             load_version: claim.load_version,

@@ -14,7 +14,7 @@ use load_agent_domain::{
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
-    ActionCommand, CacheConfig, Clock, DeliveryError, Destinations, FailMode, FakeClock, FakeServices,
+    CacheConfig, Clock, DeliveryCommand, DeliveryError, Destinations, FailMode, FakeClock, FakeServices,
     FaultRule, InProcessQueue, InProcessRuntime, LoadQueue, LogProjection, PumpConfig, Receipt, Relay,
     RelayConfig, RetryPolicy, RunOutcome, RuntimeConfig, SnapshotCache, SnapshotSource, TimerPump, Worker,
 };
@@ -536,7 +536,7 @@ struct SlowService {
 
 #[async_trait]
 impl Destinations for SlowService {
-    async fn send(&self, _: Destination, command: &ActionCommand) -> Result<Receipt, DeliveryError> {
+    async fn send(&self, _: Destination, command: &DeliveryCommand) -> Result<Receipt, DeliveryError> {
         self.sends.fetch_add(1, Ordering::SeqCst);
         self.clock.advance(Duration::seconds(100));
         Ok(Receipt { id: command.idempotency_key.clone() })
@@ -675,7 +675,7 @@ impl std::fmt::Debug for GatedService {
 
 #[async_trait]
 impl Destinations for GatedService {
-    async fn send(&self, _: Destination, command: &ActionCommand) -> Result<Receipt, DeliveryError> {
+    async fn send(&self, _: Destination, command: &DeliveryCommand) -> Result<Receipt, DeliveryError> {
         self.gate.wait().await;
         self.outcomes_seen.lock().unwrap_or_else(|p| p.into_inner()).push(self.queue.len());
         Ok(Receipt { id: format!("rcpt:{}", command.idempotency_key) })
@@ -790,7 +790,7 @@ impl std::fmt::Debug for TakenOverDuringTheSend {
 
 #[async_trait]
 impl Destinations for TakenOverDuringTheSend {
-    async fn send(&self, _: Destination, command: &ActionCommand) -> Result<Receipt, DeliveryError> {
+    async fn send(&self, _: Destination, command: &DeliveryCommand) -> Result<Receipt, DeliveryError> {
         if self.sends.fetch_add(1, Ordering::SeqCst) == 0 {
             self.clock.advance(Duration::seconds(100));
             let taken = self.other_relay.pending(100, self.clock.now()).await.expect("take over");
