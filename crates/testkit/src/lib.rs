@@ -1,9 +1,9 @@
 //! The fixtures the workspace's tests and benches share, so each is written once: load 481207 of
 //! ADR 0001 and the sample loads built from it ([`load`]), events ([`events`]), times ([`at`],
 //! [`t0`]), the decision harnesses that process events the way the worker does without a store
-//! (`agent` feature: [`decide`]), and store fixtures: appends of the agent's shape, Postgres
-//! schemas for tests and benches, an `EventStore` wrapper that counts (`store` feature:
-//! [`store`]).
+//! (`agent` feature: `decide`), Postgres for tests (`postgres` feature: `pg`), and store
+//! fixtures: appends of the agent's shape, the benches' Postgres schema, an `EventStore` wrapper
+//! a test steps into (`store` feature: `store`).
 //!
 //! For tests and benches only: a crate lists it under `[dev-dependencies]` (and `benches/`, a
 //! bench package, under its dependencies), never as a normal dependency of production code.
@@ -15,6 +15,8 @@ pub mod load;
 
 #[cfg(feature = "agent")]
 pub mod decide;
+#[cfg(feature = "postgres")]
+pub mod pg;
 #[cfg(feature = "store")]
 pub mod store;
 

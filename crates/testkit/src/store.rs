@@ -1,9 +1,7 @@
 //! Store fixtures: appends of the agent's shape ([`agent_append`], [`prepare_rows`]), where the
-//! Postgres tests and benches run ([`database_url`], [`bench_database_url`], [`bench_postgres`]),
-//! a schema at an older migration ([`schema_at_migration`]), and [`Intercepted`], an
+//! Postgres benches run ([`bench_database_url`], [`bench_postgres`]), and [`Intercepted`], an
 //! `EventStore` that forwards to a real one except where a test steps in.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -16,17 +14,10 @@ use load_agent_domain::{
 use load_agent_store::{
     AppendError, AppendRequest, EventStore, NewOutboxRow, PgStore, StoreError, StoreOptions, Stores,
 };
-use sqlx::PgPool;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 /// The time the store and relay fixtures start from: [`crate::t0`].
 pub fn base_time() -> DateTime<Utc> {
     crate::t0()
-}
-
-/// Where the Postgres tests run: `DATABASE_URL`, else `postgres://postgres@127.0.0.1:5432/test`.
-pub fn database_url() -> String {
-    std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
 
 /// Where the Postgres benches run: `BENCH_DATABASE_URL`, else `DATABASE_URL`, else
@@ -49,27 +40,6 @@ pub async fn bench_postgres(name: &str, options: &StoreOptions) -> PgStore {
              create it with `createdb -h 127.0.0.1 -U postgres bench`): {e}"
         )
     })
-}
-
-/// Creates `schema` on `url` and applies the Postgres migrations up to `version` only (say 3:
-/// the unpartitioned log before migration 0004); returns a one-connection pool whose search path
-/// is that schema. For tests of what a later migration does to existing rows.
-pub async fn schema_at_migration(url: &str, schema: &str, version: i64) -> PgPool {
-    let admin = PgPool::connect(url).await.expect("connect to Postgres");
-    sqlx::query(&format!("CREATE SCHEMA \"{schema}\"")).execute(&admin).await.expect("create the schema");
-    admin.close().await;
-    let options: PgConnectOptions = url.parse().expect("a Postgres URL");
-    let pool = PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(options.options([("search_path", schema)]))
-        .await
-        .expect("connect to the schema");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/postgres");
-    let mut migrator = sqlx::migrate::Migrator::new(dir).await.expect("read the migrations");
-    migrator.migrations =
-        migrator.migrations.iter().filter(|m| m.version <= version).cloned().collect::<Vec<_>>().into();
-    migrator.run(&pool).await.expect("apply the migrations");
-    pool
 }
 
 /// One append of the agent's shape: an inbound SMS (about 300 bytes of text), its decision
