@@ -83,3 +83,25 @@ pub fn sample_load(load_id: &str) -> LoadRegistered {
 pub fn load_481207() -> LoadRegistered {
     sample_load(LOAD)
 }
+
+/// Load 481207 with every optional field set, for round trips that must cover the whole
+/// registration: client_b on SOP version 3, a Spanish-speaking driver, the broker's desk, two POs
+/// and a reference at the pickup, a delivery appointment with a fraction of a second in a
+/// half-hour offset, and a reefer.
+pub fn full_load() -> LoadRegistered {
+    LoadRegistered {
+        client: "client_b".into(),
+        sop_version: Some(3),
+        contacts: vec![Contact { language: Language::Es, ..driver("Luis") }, dispatcher(), broker()],
+        stops: vec![
+            Stop {
+                po_numbers: vec!["55821".into(), "55822".into()],
+                reference: Some("PU-7".into()),
+                ..pickup()
+            },
+            Stop { appointment: local("2026-03-02T16:30:15.250+05:30"), ..delivery() },
+        ],
+        reefer: Some(load_agent_domain::Reefer { set_point_f: 34.0, tolerance_f: 2.5 }),
+        ..load_481207()
+    }
+}
