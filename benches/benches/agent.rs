@@ -16,14 +16,13 @@ use std::hint::black_box;
 use chrono::{DateTime, Utc};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use load_agent_agent::{Agent, Deps, Processed, prepare_event, process_event};
-use load_agent_benches::{
-    BenchLlm, ETA_ASK, LOAD, at, event, padded_log, ping, pod_attachment, registration, sms, sms_outcome,
-    timer_fired,
-};
 use load_agent_domain::{
     DecisionPath, EventKind, InboundEvent, LoadState, OutcomeStatus, RiskBand, StopStatusKind, Tracking,
     detect_triggers,
 };
+use load_agent_testkit::decide::{BenchLlm, ETA_ASK, padded_log, pod_attachment, registration, sms_outcome};
+use load_agent_testkit::events::{event, ping, sms, timer_fired};
+use load_agent_testkit::{LOAD, at};
 
 /// One event path: the event, and the path and effective action kinds its decision must have.
 struct Case {
@@ -42,38 +41,45 @@ fn case(name: &'static str, event: InboundEvent, path: DecisionPath, kinds: &'st
 fn cases(state: &LoadState, now: DateTime<Utc>) -> Vec<Case> {
     use DecisionPath::*;
     let band = state.tracking.risk(2);
-    let status = |id: &str, status| event(id, now, EventKind::StopStatus { stop: 1, status, source: None });
+    let status =
+        |id: &str, status| event(LOAD, id, now, EventKind::StopStatus { stop: 1, status, source: None });
     vec![
-        case("ping_filtered_same_band", event("b-p1", now, ping(2, band, now)), Filtered, &[]),
+        case("ping_filtered_same_band", event(LOAD, "b-p1", now, ping(2, band, now)), Filtered, &[]),
         case(
             "ping_band_change_asks",
-            event("b-p2", now, ping(2, RiskBand::High, now)),
+            event(LOAD, "b-p2", now, ping(2, RiskBand::High, now)),
             Sop,
             &["send_sms", "set_timer"],
         ),
-        case("sms_eta", event("b-s1", now, sms("drv", "eta 2:30 pm")), Triage, &["cancel_timer", "tms_note"]),
+        case(
+            "sms_eta",
+            event(LOAD, "b-s1", now, sms("drv", "eta 2:30 pm")),
+            Triage,
+            &["cancel_timer", "tms_note"],
+        ),
         case(
             "sms_question_po",
-            event("b-s2", now, sms("drv", "whats the po# for this one")),
+            event(LOAD, "b-s2", now, sms("drv", "whats the po# for this one")),
             Triage,
             &["send_sms"],
         ),
-        case("sms_ack", event("b-s3", now, sms("drv", "ok thanks")), Filtered, &[]),
+        case("sms_ack", event(LOAD, "b-s3", now, sms("drv", "ok thanks")), Filtered, &[]),
         case(
             "sms_problem",
-            event("b-s4", now, sms("drv", "truck broke down on i80 waiting on tow")),
+            event(LOAD, "b-s4", now, sms("drv", "truck broke down on i80 waiting on tow")),
             Triage,
             &["create_hero_task", "tms_note"],
         ),
         case(
             "sms_other_hero_fallback",
-            event("b-s5", now, sms("drv", "can you guys send me the rate con again, lost it")),
+            event(LOAD, "b-s5", now, sms("drv", "can you guys send me the rate con again, lost it")),
             HeroFallback,
             &["create_hero_task"],
         ),
         case(
             "email_eta",
             event(
+                LOAD,
                 "b-e1",
                 now,
                 EventKind::Email {
@@ -89,6 +95,7 @@ fn cases(state: &LoadState, now: DateTime<Utc>) -> Vec<Case> {
         case(
             "slack_question",
             event(
+                LOAD,
                 "b-k1",
                 now,
                 EventKind::Slack { from: "brk".into(), text: "what is the delivery address".into() },
@@ -96,8 +103,8 @@ fn cases(state: &LoadState, now: DateTime<Utc>) -> Vec<Case> {
             Triage,
             &["post_slack"],
         ),
-        case("timer_current_step", timer_fired(ETA_ASK, 1, now), Sop, &["send_sms", "set_timer"]),
-        case("timer_stale", timer_fired(ETA_ASK, 5, now), Filtered, &[]),
+        case("timer_current_step", timer_fired(LOAD, ETA_ASK, 1, now), Sop, &["send_sms", "set_timer"]),
+        case("timer_stale", timer_fired(LOAD, ETA_ASK, 5, now), Filtered, &[]),
         case("outcome_delivered", sms_outcome("b-o1", now, OutcomeStatus::Delivered), Filtered, &[]),
         case(
             "outcome_failed",
@@ -147,7 +154,8 @@ fn decide(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
 
     let fresh = LoadState::new(LOAD);
-    let reg = case("registration", event("b-reg", now, registration()), DecisionPath::Filtered, &[]);
+    let reg =
+        case("registration", event(LOAD, "b-reg", now, registration(LOAD)), DecisionPath::Filtered, &[]);
     let ev = checked(&rt, &fresh, reg, &deps);
     group.bench_with_input(BenchmarkId::new("registration", "0_entries"), &ev, |b, ev| {
         b.to_async(&rt).iter(|| process_event(black_box(&fresh), ev, &deps))

@@ -12,12 +12,14 @@ use load_agent_avro::{
     Addresses, decode_action_command, decode_inbound, decode_log_entry, encode_action_command,
     encode_inbound, encode_log_entry,
 };
-use load_agent_benches::{ETA_ASK, at, event, ping, pod_attachment, registration, sms_outcome, timer_fired};
 use load_agent_domain::{
     Action, ActionBody, ActionKeys, AskStepRef, AskTransition, DecisionDraft, DecisionPath, DecisionRecord,
     EmailThread, EventKind, InboundEvent, IntentRecord, LlmUsage, LogEntry, OutcomeStatus, RiskBand, SopRef,
     StepKind, StopStatusKind, TimerRef,
 };
+use load_agent_testkit::decide::{ETA_ASK, pod_attachment, registration, sms_outcome};
+use load_agent_testkit::events::{event, ping, timer_fired};
+use load_agent_testkit::{LOAD, at};
 
 fn sms() -> InboundEvent {
     InboundEvent {
@@ -110,11 +112,12 @@ fn filtered_decision() -> LogEntry {
 fn inbound_events() -> Vec<(&'static str, InboundEvent)> {
     let now = at("2026-03-02T13:13:00Z");
     vec![
-        ("load_registered", event("reg", now, registration())),
+        ("load_registered", event(LOAD, "reg", now, registration(LOAD))),
         ("sms", sms()),
         (
             "email",
             event(
+                LOAD,
                 "email_1",
                 now,
                 EventKind::Email {
@@ -125,12 +128,16 @@ fn inbound_events() -> Vec<(&'static str, InboundEvent)> {
                 },
             ),
         ),
-        ("slack", event("slack_1", now, EventKind::Slack { from: "brk".into(), text: "any update?".into() })),
-        ("ping", event("ping_0700", now, ping(1, RiskBand::High, now))),
-        ("timer_fired", timer_fired(ETA_ASK, 1, now)),
+        (
+            "slack",
+            event(LOAD, "slack_1", now, EventKind::Slack { from: "brk".into(), text: "any update?".into() }),
+        ),
+        ("ping", event(LOAD, "ping_0700", now, ping(1, RiskBand::High, now))),
+        ("timer_fired", timer_fired(LOAD, ETA_ASK, 1, now)),
         (
             "stop_status",
             event(
+                LOAD,
                 "arr_1",
                 now,
                 EventKind::StopStatus {
@@ -183,7 +190,10 @@ fn bench_avro(c: &mut Criterion) {
     }
 
     let entries = [
-        ("event_load_registered", LogEntry::Event(event("reg", at("2026-03-02T12:50:00Z"), registration()))),
+        (
+            "event_load_registered",
+            LogEntry::Event(event(LOAD, "reg", at("2026-03-02T12:50:00Z"), registration(LOAD))),
+        ),
         ("event_sms", LogEntry::Event(sms())),
         ("decision", decision()),
         ("decision_filtered", filtered_decision()),

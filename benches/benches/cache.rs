@@ -23,11 +23,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use load_agent_agent::Agent;
-use load_agent_benches::{BenchLlm, LOAD, varied_log};
 use load_agent_domain::{LoadSummary, LogEntry};
 use load_agent_runtime::{CacheConfig, SnapshotCache};
 use load_agent_runtime::{LogProjection, SnapshotSource};
 use load_agent_store::{AppendError, AppendRequest, EventStore, NewOutboxRow, StoreError};
+use load_agent_testkit::LOAD;
+use load_agent_testkit::decide::{BenchLlm, varied_log};
 
 const RESIDENT: usize = 100_000;
 

@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use criterion::{Criterion, criterion_group, criterion_main};
-use load_agent_benches::{base_time, bench_database_url};
-use load_agent_store::{AttentionQuery, PgStore, Stores};
+use load_agent_store::{AttentionQuery, PgStore, StoreOptions, Stores};
+use load_agent_testkit::store::{base_time, bench_postgres};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -170,14 +170,8 @@ struct Fleet {
 
 impl Fleet {
     async fn build(loads: u32, rarity: i32) -> Self {
-        let url = bench_database_url();
-        let schema = format!("bench_console_{}", uuid::Uuid::new_v4().simple());
-        let pg = PgStore::connect_in_schema(&url, &schema).await.unwrap_or_else(|e| {
-            panic!(
-                "the console bench needs Postgres at {url} (set BENCH_DATABASE_URL or DATABASE_URL; \
-                 create it with `createdb -h 127.0.0.1 -U postgres bench`): {e}"
-            )
-        });
+        let pg = bench_postgres("console", &StoreOptions::default()).await;
+        let schema = pg.schema().unwrap_or_default().to_owned();
         let start = Instant::now();
         let n = i32::try_from(loads).expect("a load count that fits an int");
         for (table, sql) in [("load_summary", SUMMARIES), ("outbox", OUTBOX), ("timers", TIMERS)] {

@@ -13,8 +13,9 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use load_agent_agent::Agent;
-use load_agent_benches::{BenchLlm, LOAD, varied_log};
 use load_agent_domain::project_state;
+use load_agent_testkit::LOAD;
+use load_agent_testkit::decide::{BenchLlm, varied_log};
 
 fn projection(c: &mut Criterion) {
     let agent = Agent::embedded().expect("embedded SOPs");

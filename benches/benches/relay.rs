@@ -24,7 +24,6 @@ use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
-use load_agent_benches::{base_time, bench_database_url, prepare_rows};
 use load_agent_domain::{
     ActionBody, Destination, EventKind, InboundEvent, OutcomeStatus, action_outcome_event_id,
 };
@@ -33,6 +32,7 @@ use load_agent_runtime::{
     Receipt, Relay, RelayConfig,
 };
 use load_agent_store::{ClaimedRow, PgStore, StoreOptions, Stores, TimerRow};
+use load_agent_testkit::store::{base_time, bench_postgres, prepare_rows};
 
 /// `relay.batch` and `relay.concurrency` of the service.
 const BATCH: usize = 100;
@@ -51,15 +51,7 @@ fn now() -> DateTime<Utc> {
 }
 
 async fn open() -> (Stores, PgStore) {
-    let url = bench_database_url();
-    let schema = format!("bench_relay_{}", uuid::Uuid::new_v4().simple());
-    let options = StoreOptions { max_connections: 24, ..StoreOptions::default() };
-    let pg = PgStore::connect_in_schema_with(&url, &schema, &options).await.unwrap_or_else(|e| {
-        panic!(
-            "the relay bench needs Postgres at {url} (set BENCH_DATABASE_URL or DATABASE_URL; \
-             create it with `createdb -h 127.0.0.1 -U postgres bench`): {e}"
-        )
-    });
+    let pg = bench_postgres("relay", &StoreOptions { max_connections: 24, ..StoreOptions::default() }).await;
     (pg.clone().into_stores(), pg)
 }
 

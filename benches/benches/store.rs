@@ -15,11 +15,13 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, TimeDelta};
+use chrono::TimeDelta;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use load_agent_benches::{agent_append, base_time, bench_database_url, prepare_rows};
 use load_agent_domain::*;
 use load_agent_store::{AppendRequest, PgStore, SqliteStore, StoreOptions, Stores};
+use load_agent_testkit::events::entry;
+use load_agent_testkit::load::sample_load;
+use load_agent_testkit::store::{agent_append, base_time, bench_postgres, prepare_rows};
 use sqlx::PgPool;
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -42,15 +44,8 @@ impl Backends {
     async fn open() -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let sqlite = SqliteStore::open(dir.path().join("bench.db")).await.expect("open SQLite").into_stores();
-        let url = bench_database_url();
-        let schema = format!("bench_store_{}", uuid::Uuid::new_v4().simple());
-        let options = StoreOptions { max_connections: 24, ..StoreOptions::default() };
-        let pg_store = PgStore::connect_in_schema_with(&url, &schema, &options).await.unwrap_or_else(|e| {
-            panic!(
-                "the store benches need Postgres at {url} (set BENCH_DATABASE_URL or DATABASE_URL; \
-                 create it with `createdb -h 127.0.0.1 -U postgres bench`): {e}"
-            )
-        });
+        let pg_store =
+            bench_postgres("store", &StoreOptions { max_connections: 24, ..StoreOptions::default() }).await;
         Backends { sqlite, postgres: pg_store.clone().into_stores(), pg_store, _sqlite_dir: dir }
     }
 
@@ -67,58 +62,10 @@ impl Backends {
     }
 }
 
+/// The registration of [`sample_load`] under `load`, on client_a's SOP version 1.
 fn registered(load: &str) -> LogEntry {
-    let at = |h: i32, s: &str| {
-        DateTime::parse_from_rfc3339(s)
-            .expect("a valid time")
-            .with_timezone(&chrono::FixedOffset::west_opt(h * 3600).expect("a valid offset"))
-    };
-    let contact = |id: &str, role, phone: Option<&str>, email: Option<&str>| Contact {
-        id: id.into(),
-        role,
-        name: format!("{id} name"),
-        phone: phone.map(Into::into),
-        email: email.map(Into::into),
-        slack: None,
-        language: Language::En,
-    };
-    LogEntry::Event(InboundEvent {
-        event_id: format!("reg_{load}"),
-        load_id: load.into(),
-        occurred_at: base_time(),
-        kind: EventKind::LoadRegistered {
-            load: LoadRegistered {
-                load_id: load.into(),
-                client: "client_a".into(),
-                sop_version: Some(1),
-                contacts: vec![
-                    contact("drv", Role::Driver, Some("+13125550111"), None),
-                    contact("disp", Role::CarrierDispatcher, None, Some("dana@carrier.example")),
-                ],
-                stops: vec![
-                    Stop {
-                        sequence: 1,
-                        kind: StopKind::Pickup,
-                        name: "Acme DC".into(),
-                        address: "1 Dock Rd, Joliet, IL".into(),
-                        appointment: at(6, "2026-03-02T08:00:00-06:00"),
-                        po_numbers: vec!["55821".into()],
-                        reference: None,
-                    },
-                    Stop {
-                        sequence: 2,
-                        kind: StopKind::Delivery,
-                        name: "Store 88".into(),
-                        address: "88 Main St, Dayton, OH".into(),
-                        appointment: at(5, "2026-03-02T16:00:00-05:00"),
-                        po_numbers: vec![],
-                        reference: None,
-                    },
-                ],
-                reefer: None,
-            },
-        },
-    })
+    let load_registered = LoadRegistered { sop_version: Some(1), ..sample_load(load) };
+    entry(load, &format!("reg_{load}"), base_time(), EventKind::LoadRegistered { load: load_registered })
 }
 
 /// Appends on `concurrency` loads at once, each load by its own task, `iters` appends per load;

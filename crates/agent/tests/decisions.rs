@@ -1,10 +1,10 @@
 //! Given/when/then tests, one per row of behavior.md, and the ADR 0001 table for load 481207.
 
-mod common;
-use common::*;
 use load_agent_agent::Processed;
 use load_agent_domain::*;
-use load_agent_llm::{Plan, PlannedAction};
+use load_agent_llm::{FakeLlm, LlmMethod, LlmOutput, Plan, PlannedAction};
+use load_agent_testkit::at;
+use load_agent_testkit::decide::{Given, agent_load as load, kinds, summary, text_of};
 
 fn s(x: &str) -> Option<String> {
     Some(x.to_string())
@@ -397,10 +397,14 @@ async fn other_goes_to_the_planner_and_falls_back_to_an_urgent_hero_task() {
     assert_eq!(d.path, DecisionPath::HeroFallback);
     assert_eq!(summary(&d), [("create_hero_task".into(), None, None, Some(true))]);
 
-    g.llm.plan = Some(Plan {
-        actions: vec![PlannedAction::TmsNote { text: "driver asked for the rate con".into() }],
-        rationale: "internal follow-up".into(),
-    });
+    // A planner that answers, at a cost, so its usage is recorded.
+    g.llm.script_plan(Ok(LlmOutput {
+        value: Plan {
+            actions: vec![PlannedAction::TmsNote { text: "driver asked for the rate con".into() }],
+            rationale: "internal follow-up".into(),
+        },
+        usage: LlmUsage { cost_usd: 0.01, ..FakeLlm::usage(LlmMethod::Plan) },
+    }));
     let d = g.sms("2026-03-02T13:01:00Z", "o2", "drv", text).await;
     assert_eq!(d.path, DecisionPath::Planner);
     assert_eq!(kinds(&d), ["tms_note"]);
@@ -455,7 +459,7 @@ async fn fields_extracted_upstream_are_used_and_the_reader_is_called_only_withou
 
     // A reader that would say otherwise is not asked when the fields came with the event...
     let exceptions = DocumentFields { exceptions_noted: Some(true), ..clean.clone() };
-    g.llm.reader = Some(exceptions);
+    g.llm.script_extract_document(FakeLlm::answer(LlmMethod::ExtractDocument, exceptions));
     let d = g.when("2026-03-02T20:02:00Z", "doc3", att("doc3", Some(clean))).await;
     assert_eq!(kinds(&d), ["tms_note"]);
     // ...and is, when they did not.

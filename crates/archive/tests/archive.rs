@@ -14,8 +14,6 @@ use load_agent_archive::{
 use load_agent_domain::project_state;
 use load_agent_store::{PgStore, Stores, open_store};
 
-const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-
 fn exported_at() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2027, 4, 1, 2, 0, 0).single().expect("a time")
 }
@@ -120,7 +118,7 @@ async fn sqlite() -> (Stores, tempfile::TempDir) {
 }
 
 async fn postgres() -> PgStore {
-    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
+    let url = load_agent_testkit::pg::database_url();
     let schema = format!("archive_{}", uuid::Uuid::new_v4().simple());
     PgStore::connect_in_schema(&url, &schema).await.unwrap_or_else(|e| {
         panic!("the Postgres archive tests need a server at {url} (set DATABASE_URL): {e}")

@@ -18,6 +18,7 @@ use chrono::{Datelike, TimeZone, Utc};
 use load_agent_archive::{Archive, ArchiveLocation, ExportOptions, export};
 use load_agent_domain::LogEntry;
 use load_agent_store::{PgStore, open_store};
+use load_agent_testkit::pg::database_url;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -103,8 +104,7 @@ async fn archive_1000_realistic_loads_from_postgres() {
 
     let templates = templates().await;
 
-    let url =
-        std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let url = database_url();
     let schema = format!("archive_measure_{}", uuid::Uuid::new_v4().simple());
     let store = PgStore::connect_in_schema(&url, &schema).await.expect("Postgres");
     let stores = store.clone().into_stores();
@@ -186,8 +186,7 @@ async fn a_month_among_a_million_loads() {
     let first_at = templates[0].1[0].recorded_at();
     let month = first_at.date_naive().with_day(1).expect("a month's first day");
 
-    let url =
-        std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let url = database_url();
     let schema = format!("million_measure_{}", uuid::Uuid::new_v4().simple());
     let store = PgStore::connect_in_schema(&url, &schema).await.expect("Postgres");
     let pool = store.pool().clone();
@@ -301,21 +300,7 @@ async fn a_month_among_a_million_loads() {
     let month_rows: i64 =
         sqlx::query_scalar(&format!("SELECT count(*) FROM {part}")).fetch_one(&pool).await.expect("rows");
     let old_schema = format!("{schema}_0003");
-    sqlx::query(&format!("CREATE SCHEMA \"{old_schema}\"")).execute(&pool).await.expect("schema");
-    let old = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(
-            url.parse::<sqlx::postgres::PgConnectOptions>()
-                .expect("url")
-                .options([("search_path", old_schema.as_str())]),
-        )
-        .await
-        .expect("connect");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/postgres");
-    let mut migrator = sqlx::migrate::Migrator::new(dir).await.expect("migrations");
-    migrator.migrations =
-        migrator.migrations.iter().filter(|m| m.version <= 3).cloned().collect::<Vec<_>>().into();
-    migrator.run(&old).await.expect("0001-0003");
+    let old = load_agent_testkit::pg::schema_at_migration(&url, &old_schema, 3).await;
     sqlx::query(&format!(
         "INSERT INTO log_entries SELECT load_id, seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body \
          FROM \"{schema}\".{part}"

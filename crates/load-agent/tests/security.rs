@@ -20,7 +20,6 @@ use chrono::{DateTime, Utc};
 use load_agent_domain::{Contact, EventKind, InboundEvent, Language, LoadRegistered, Role, Stop, StopKind};
 
 const BIN: &str = env!("CARGO_BIN_EXE_load-agent");
-const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 const SASL_PASSWORD: &str = "kafka-sasl-secret-9Qx2w";
 const API_KEY: &str = "sk-llm-secret-7Hp4z";
@@ -404,7 +403,7 @@ fn errors_that_name_the_database_url_mask_its_password() {
 #[test]
 fn serve_never_logs_a_secret_and_requires_its_token() {
     let dir = TempDir::new();
-    let base = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
+    let base = load_agent_testkit::pg::database_url();
     let run = format!("security{}", std::process::id());
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let admin = rt.block_on(sqlx::PgPool::connect(&base)).unwrap_or_else(|e| {

@@ -5,68 +5,36 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use chrono::{DateTime, TimeZone, Utc};
-use load_agent_domain::{EventKind, InboundEvent, LoadSummary, LogEntry, project_state};
+use load_agent_domain::{LogEntry, project_state};
 use load_agent_runtime::{CacheConfig, CacheWeigher, SnapshotCache, SnapshotSource};
-use load_agent_store::{
-    AppendError, AppendRequest, EventStore, NewOutboxRow, SqliteStore, StoreError, StoreOptions,
-};
-
-fn t0() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 3, 2, 13, 0, 0).single().unwrap_or_default()
-}
+use load_agent_store::{EventStore, SqliteStore, StoreOptions};
+use load_agent_testkit::events::{self, entry};
+use load_agent_testkit::store::{Intercept, Intercepted};
+use load_agent_testkit::t0;
 
 fn sms(load: &str, id: &str) -> LogEntry {
-    LogEntry::Event(InboundEvent {
-        event_id: id.into(),
-        load_id: load.into(),
-        occurred_at: t0(),
-        kind: EventKind::Sms { from: "drv".into(), text: id.into() },
-    })
+    entry(load, id, t0(), events::sms("drv", id))
 }
 
 /// Counts whole-log reads and suffix reads.
+#[derive(Default)]
 struct Counting {
-    inner: Arc<dyn EventStore>,
     reads: AtomicUsize,
     reads_since: AtomicUsize,
 }
 
-#[async_trait]
-impl EventStore for Counting {
-    async fn read(&self, load_id: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
+impl Intercept for Counting {
+    fn on_read(&self, _: &str) {
         self.reads.fetch_add(1, Ordering::Relaxed);
-        self.inner.read(load_id).await
     }
-    async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
+    fn on_read_since(&self, _: &str, _: u64) {
         self.reads_since.fetch_add(1, Ordering::Relaxed);
-        self.inner.read_since(load_id, version).await
-    }
-    async fn append_summarized(
-        &self,
-        load_id: &str,
-        entries: &[LogEntry],
-        expected_version: u64,
-        outbox: &[NewOutboxRow],
-        summary: Option<&LoadSummary>,
-    ) -> Result<u64, AppendError> {
-        self.inner.append_summarized(load_id, entries, expected_version, outbox, summary).await
-    }
-    async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
-        self.inner.append_batch(requests).await
-    }
-    async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
-        self.inner.llm_cost(load_id).await
-    }
-    async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError> {
-        self.inner.load_ids(limit).await
     }
 }
 
-async fn store() -> Arc<Counting> {
+async fn store() -> Arc<Intercepted<Counting>> {
     let stores = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite").into_stores();
-    Arc::new(Counting { inner: stores.events, reads: AtomicUsize::new(0), reads_since: AtomicUsize::new(0) })
+    Arc::new(Intercepted::new(stores.events, Counting::default()))
 }
 
 #[tokio::test]
@@ -76,13 +44,13 @@ async fn a_hit_reads_only_the_entries_after_the_cached_version() {
     let cache = SnapshotCache::new(events.clone(), CacheConfig::default());
 
     let first = cache.snapshot("L1").await.expect("miss");
-    assert_eq!((first.version, events.reads.load(Ordering::Relaxed)), (2, 1));
+    assert_eq!((first.version, events.hook.reads.load(Ordering::Relaxed)), (2, 1));
     // Another writer appends: the next hit reads the suffix only and applies it.
     events.append("L1", &[sms("L1", "c")], 2, &[]).await.expect("append");
     let second = cache.snapshot("L1").await.expect("hit");
     assert_eq!(second.version, 3);
-    assert_eq!(events.reads.load(Ordering::Relaxed), 1, "no whole-log read on a hit");
-    assert_eq!(events.reads_since.load(Ordering::Relaxed), 1);
+    assert_eq!(events.hook.reads.load(Ordering::Relaxed), 1, "no whole-log read on a hit");
+    assert_eq!(events.hook.reads_since.load(Ordering::Relaxed), 1);
     let (all, _) = events.inner.read("L1").await.expect("read");
     assert_eq!(second, project_state("L1", &all), "the same state as a projection from scratch");
     let stats = cache.stats();
@@ -108,7 +76,7 @@ async fn a_commit_is_applied_to_the_cached_state_and_a_conflict_drops_it() {
     cache.invalidate("L1").await;
     assert!(cache.cached("L1").await.is_none(), "a conflict drops the snapshot");
     assert_eq!(cache.snapshot("L1").await.expect("miss").version, 3);
-    assert_eq!(events.reads.load(Ordering::Relaxed), 2, "read again after the invalidation");
+    assert_eq!(events.hook.reads.load(Ordering::Relaxed), 2, "read again after the invalidation");
 }
 
 #[tokio::test]

@@ -16,11 +16,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::TimeDelta;
 use load_agent_agent::Agent;
 use load_agent_domain::{
-    Action, ActionBody, Contact, Destination, EmailThread, EventKind, InboundEvent, Language, LoadRegistered,
-    LoadSummary, LogEntry, RiskBand, Role, SlackTarget, Stop, StopKind,
+    Action, ActionBody, Destination, EmailThread, EventKind, InboundEvent, LoadSummary, LogEntry, RiskBand,
+    SlackTarget,
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
@@ -28,16 +28,13 @@ use load_agent_runtime::{
     Receipt, Relay, RelayConfig, RelayReport, RunOutcome, SnapshotCache, SnapshotSource, Worker,
 };
 use load_agent_store::{
-    AppendError, AppendRequest, EventStore, NewOutboxRow, OutboxStatus, PgStore, SqliteStore, StoreError,
-    StoreOptions, Stores,
+    AppendError, EventStore, NewOutboxRow, OutboxStatus, PgStore, SqliteStore, StoreOptions, Stores,
 };
 use tokio::sync::Barrier;
 
-const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-
-fn t0() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-03-02T13:00:00Z").map(|t| t.with_timezone(&Utc)).expect("time")
-}
+use load_agent_testkit::pg::database_url;
+use load_agent_testkit::store::{Intercept, Intercepted};
+use load_agent_testkit::t0;
 
 fn unique(prefix: &str) -> String {
     format!("{prefix}{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
@@ -61,7 +58,7 @@ impl Db {
     }
 
     async fn postgres(options: StoreOptions) -> Db {
-        let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
+        let url = database_url();
         let schema = unique("concurrency_");
         let first = match PgStore::connect_in_schema_with(&url, &schema, &options).await {
             Ok(store) => store,
@@ -128,52 +125,7 @@ on_both_backends!(
 // Events and outbox rows.
 
 fn registration(load_id: &str) -> InboundEvent {
-    let at = |s: &str| DateTime::parse_from_rfc3339(s).expect("time");
-    let contact = |id: &str, role, phone: Option<&str>, email: Option<&str>| Contact {
-        id: id.into(),
-        role,
-        name: id.into(),
-        phone: phone.map(Into::into),
-        email: email.map(Into::into),
-        slack: None,
-        language: Language::En,
-    };
-    let load = LoadRegistered {
-        load_id: load_id.into(),
-        client: "client_a".into(),
-        sop_version: None,
-        contacts: vec![
-            contact("drv", Role::Driver, Some("+13125550111"), None),
-            contact("disp", Role::CarrierDispatcher, None, Some("dana@carrier.example")),
-        ],
-        stops: vec![
-            Stop {
-                sequence: 1,
-                kind: StopKind::Pickup,
-                name: "Acme DC".into(),
-                address: "1 Dock Rd".into(),
-                appointment: at("2026-03-02T08:00:00-06:00"),
-                po_numbers: vec!["55821".into()],
-                reference: None,
-            },
-            Stop {
-                sequence: 2,
-                kind: StopKind::Delivery,
-                name: "Store 88".into(),
-                address: "88 Main St".into(),
-                appointment: at("2026-03-02T16:00:00-05:00"),
-                po_numbers: vec![],
-                reference: None,
-            },
-        ],
-        reefer: None,
-    };
-    InboundEvent {
-        event_id: format!("reg:{load_id}"),
-        load_id: load_id.into(),
-        occurred_at: t0(),
-        kind: EventKind::LoadRegistered { load },
-    }
+    load_agent_testkit::events::registration(load_id, &format!("reg:{load_id}"), t0())
 }
 
 /// The registration, then `n` events of several kinds (pings changing band, questions that get
@@ -271,46 +223,28 @@ async fn seed_outbox(events: &dyn EventStore, loads: &[String], rounds: usize) -
 // ---------------------------------------------------------------------------------------------
 // Test doubles.
 
-/// An event store handle that counts the appends it refused for a race: a version conflict, or
-/// an entry already appended by the other worker.
+/// An event store hook that counts the appends it refused for a race: a version conflict, or an
+/// entry already appended by the other worker.
 struct CountingRefusals {
-    inner: Arc<dyn EventStore>,
     refused: Arc<AtomicUsize>,
 }
 
 #[async_trait]
-impl EventStore for CountingRefusals {
-    async fn read(&self, load_id: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
-        self.inner.read(load_id).await
-    }
-    async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
-        self.inner.read_since(load_id, version).await
-    }
-    async fn read_entry(&self, load_id: &str, entry_id: &str) -> Result<Option<LogEntry>, StoreError> {
-        self.inner.read_entry(load_id, entry_id).await
-    }
+impl Intercept for CountingRefusals {
     async fn append_summarized(
         &self,
+        inner: &dyn EventStore,
         load_id: &str,
         entries: &[LogEntry],
         expected_version: u64,
         outbox: &[NewOutboxRow],
         summary: Option<&LoadSummary>,
     ) -> Result<u64, AppendError> {
-        let result = self.inner.append_summarized(load_id, entries, expected_version, outbox, summary).await;
+        let result = inner.append_summarized(load_id, entries, expected_version, outbox, summary).await;
         if matches!(result, Err(AppendError::Conflict { .. } | AppendError::DuplicateEntry { .. })) {
             self.refused.fetch_add(1, Ordering::SeqCst);
         }
         result
-    }
-    async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
-        self.inner.append_batch(requests).await
-    }
-    async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
-        self.inner.llm_cost(load_id).await
-    }
-    async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError> {
-        self.inner.load_ids(limit).await
     }
 }
 
@@ -390,7 +324,7 @@ where
         // one both modes run).
         let stores = db.open().await;
         let events_store: Arc<dyn EventStore> =
-            Arc::new(CountingRefusals { inner: stores.events.clone(), refused: refused.clone() });
+            Arc::new(Intercepted::new(stores.events.clone(), CountingRefusals { refused: refused.clone() }));
         let llm: Arc<dyn LlmClient> = Arc::new(FakeLlm::new());
         let snapshots: Arc<dyn SnapshotSource> =
             Arc::new(SnapshotCache::new(events_store.clone(), CacheConfig::default()));

@@ -8,9 +8,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use load_agent_agent::Agent;
 use load_agent_domain::{
-    Action, ActionBody, ActionKind, Contact, DecisionPath, Destination, EventKind, InboundEvent, Language,
-    LoadRegistered, LoadSummary, LogEntry, OutcomeStatus, Role, Stop, StopKind, action_outcome_event_id,
-    timer_fired_event_id,
+    Action, ActionBody, ActionKind, DecisionPath, Destination, EventKind, InboundEvent, LoadSummary,
+    LogEntry, OutcomeStatus, action_outcome_event_id, timer_fired_event_id,
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
@@ -19,87 +18,21 @@ use load_agent_runtime::{
     RelayConfig, RetryPolicy, RunOutcome, RuntimeConfig, SnapshotCache, SnapshotSource, TimerPump, Worker,
 };
 use load_agent_store::{
-    AppendError, AppendRequest, ClaimError, ClaimedRow, DispatchedMark, EventStore, NewOutboxRow,
-    NextAttempt, Outbox, OutboxRowView, OutboxStatus, SqliteStore, StaleClaimError, StoreError, StoreOptions,
-    Stores, TimerRow,
+    AppendError, ClaimError, ClaimedRow, DispatchedMark, EventStore, NewOutboxRow, NextAttempt, Outbox,
+    OutboxRowView, OutboxStatus, SqliteStore, StaleClaimError, StoreError, StoreOptions, Stores, TimerRow,
 };
 use uuid::Uuid;
 
-fn t(s: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(s).map(|t| t.with_timezone(&Utc)).expect("test time")
-}
-
-fn load(load_id: &str) -> LoadRegistered {
-    let at = |s: &str| DateTime::parse_from_rfc3339(s).expect("time");
-    LoadRegistered {
-        load_id: load_id.into(),
-        client: "client_a".into(),
-        sop_version: None,
-        contacts: vec![
-            Contact {
-                id: "drv".into(),
-                role: Role::Driver,
-                name: "Luis".into(),
-                phone: Some("+13125550111".into()),
-                email: None,
-                slack: None,
-                language: Language::En,
-            },
-            Contact {
-                id: "disp".into(),
-                role: Role::CarrierDispatcher,
-                name: "Dana".into(),
-                phone: None,
-                email: Some("dana@carrier.example".into()),
-                slack: None,
-                language: Language::En,
-            },
-        ],
-        stops: vec![
-            Stop {
-                sequence: 1,
-                kind: StopKind::Pickup,
-                name: "Acme DC".into(),
-                address: "1 Dock Rd".into(),
-                appointment: at("2026-03-02T08:00:00-06:00"),
-                po_numbers: vec!["55821".into()],
-                reference: None,
-            },
-            Stop {
-                sequence: 2,
-                kind: StopKind::Delivery,
-                name: "Store 88".into(),
-                address: "88 Main St".into(),
-                appointment: at("2026-03-02T16:00:00-05:00"),
-                po_numbers: vec![],
-                reference: None,
-            },
-        ],
-        reefer: None,
-    }
-}
-
-fn event(load_id: &str, id: &str, at: DateTime<Utc>, kind: EventKind) -> InboundEvent {
-    InboundEvent { event_id: id.into(), load_id: load_id.into(), occurred_at: at, kind }
-}
+use load_agent_testkit::at as t;
+use load_agent_testkit::events::{self, event, registration};
+use load_agent_testkit::store::{Intercept, Intercepted};
 
 fn sms(load_id: &str, id: &str, at: DateTime<Utc>, text: &str) -> InboundEvent {
-    event(load_id, id, at, EventKind::Sms { from: "drv".into(), text: text.into() })
+    event(load_id, id, at, events::sms("drv", text))
 }
 
 fn ping_high(load_id: &str, id: &str, at: DateTime<Utc>) -> InboundEvent {
-    event(
-        load_id,
-        id,
-        at,
-        EventKind::Ping {
-            stop: 1,
-            delay_risk: load_agent_domain::RiskBand::High,
-            recorded_at: at,
-            lat: None,
-            lon: None,
-        },
-    )
+    event(load_id, id, at, events::ping(1, load_agent_domain::RiskBand::High, at))
 }
 
 struct Env {
@@ -155,12 +88,7 @@ impl Env {
     }
 
     async fn register(&self, worker: &Worker, load_id: &str) {
-        let reg = event(
-            load_id,
-            &format!("reg:{load_id}"),
-            self.clock.now(),
-            EventKind::LoadRegistered { load: load(load_id) },
-        );
+        let reg = registration(load_id, &format!("reg:{load_id}"), self.clock.now());
         assert!(matches!(worker.process_one(reg).await, RunOutcome::Committed { .. }));
     }
 
@@ -184,24 +112,18 @@ fn committed(outcome: RunOutcome) -> (load_agent_domain::DecisionRecord, u32) {
 // ---------------------------------------------------------------------------------------------
 // Worker
 
-/// An event store that lets another "run" append first, once: the worker's first append
+/// An event store hook that lets another "run" append first, once: the worker's first append
 /// conflicts for real.
-struct RacingEvents {
-    inner: Arc<dyn EventStore>,
+struct Racing {
     raced: AtomicBool,
     appends: AtomicUsize,
 }
 
 #[async_trait]
-impl EventStore for RacingEvents {
-    async fn read(&self, load_id: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
-        self.inner.read(load_id).await
-    }
-    async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
-        self.inner.read_since(load_id, version).await
-    }
+impl Intercept for Racing {
     async fn append_summarized(
         &self,
+        inner: &dyn EventStore,
         load_id: &str,
         entries: &[LogEntry],
         expected_version: u64,
@@ -212,7 +134,7 @@ impl EventStore for RacingEvents {
         if !self.raced.swap(true, Ordering::SeqCst) {
             // The concurrent run: an "ok" from the driver and its noop decision.
             let other = sms(load_id, "sms_concurrent", t("2026-03-02T13:00:00Z"), "ok");
-            let (entries_before, version) = self.inner.read(load_id).await?;
+            let (entries_before, version) = inner.read(load_id).await?;
             let state = load_agent_domain::project_state(load_id, &entries_before);
             let decision = load_agent_agent::hero_fallback_record(
                 load_id,
@@ -223,20 +145,11 @@ impl EventStore for RacingEvents {
                 "concurrent run",
                 vec![],
             );
-            self.inner
+            inner
                 .append(load_id, &[LogEntry::Event(other), LogEntry::Decision(decision)], version, &[])
                 .await?;
         }
-        self.inner.append_summarized(load_id, entries, expected_version, outbox, summary).await
-    }
-    async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
-        self.inner.append_batch(requests).await
-    }
-    async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
-        self.inner.llm_cost(load_id).await
-    }
-    async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError> {
-        self.inner.load_ids(limit).await
+        inner.append_summarized(load_id, entries, expected_version, outbox, summary).await
     }
 }
 
@@ -244,16 +157,19 @@ impl EventStore for RacingEvents {
 async fn a_version_conflict_re_reads_and_re_decides() {
     let env = Env::new().await;
     env.register(&env.worker(), "L1").await;
-    let racing = Arc::new(RacingEvents {
-        inner: env.stores.events.clone(),
-        raced: AtomicBool::new(false),
-        appends: AtomicUsize::new(0),
-    });
+    let racing = Arc::new(Intercepted::new(
+        env.stores.events.clone(),
+        Racing { raced: AtomicBool::new(false), appends: AtomicUsize::new(0) },
+    ));
     let worker = env.worker_on(racing.clone());
     let (decision, conflicts) =
         committed(worker.process_one(ping_high("L1", "ping_1", env.clock.now())).await);
     assert_eq!(conflicts, 1);
-    assert_eq!(racing.appends.load(Ordering::SeqCst), 2, "one conflicting append, one re-decided append");
+    assert_eq!(
+        racing.hook.appends.load(Ordering::SeqCst),
+        2,
+        "one conflicting append, one re-decided append"
+    );
     assert_eq!(decision.path, DecisionPath::Sop);
     let (entries, version) = env.stores.events.read("L1").await.expect("read");
     assert_eq!(version, 6, "registration (2), the concurrent run (2), the re-decided ping (2)");
@@ -262,17 +178,12 @@ async fn a_version_conflict_re_reads_and_re_decides() {
 
 #[tokio::test]
 async fn conflicts_are_bounded_then_the_event_is_given_back() {
-    struct AlwaysConflict(Arc<dyn EventStore>);
+    struct AlwaysConflict;
     #[async_trait]
-    impl EventStore for AlwaysConflict {
-        async fn read(&self, l: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
-            self.0.read(l).await
-        }
-        async fn read_since(&self, l: &str, v: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
-            self.0.read_since(l, v).await
-        }
+    impl Intercept for AlwaysConflict {
         async fn append_summarized(
             &self,
+            _: &dyn EventStore,
             _: &str,
             _: &[LogEntry],
             e: u64,
@@ -281,19 +192,10 @@ async fn conflicts_are_bounded_then_the_event_is_given_back() {
         ) -> Result<u64, AppendError> {
             Err(AppendError::Conflict { expected: e, actual: e + 1 })
         }
-        async fn append_batch(&self, r: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
-            self.0.append_batch(r).await
-        }
-        async fn llm_cost(&self, l: &str) -> Result<f64, StoreError> {
-            self.0.llm_cost(l).await
-        }
-        async fn load_ids(&self, n: usize) -> Result<Vec<String>, StoreError> {
-            self.0.load_ids(n).await
-        }
     }
     let env = Env::new().await;
     env.register(&env.worker(), "L1").await;
-    let worker = env.worker_on(Arc::new(AlwaysConflict(env.stores.events.clone())));
+    let worker = env.worker_on(Arc::new(Intercepted::new(env.stores.events.clone(), AlwaysConflict)));
     let outcome = worker.process_one(ping_high("L1", "ping_1", env.clock.now())).await;
     assert!(
         matches!(outcome, RunOutcome::GiveBack { ref reason } if reason.contains("6 version conflicts")),
@@ -964,7 +866,7 @@ async fn the_embedded_runtime_keeps_snapshots_as_the_kafka_consumer_does() {
         );
         let at = t("2026-03-02T13:00:00Z");
         let events = [
-            event("L1", "reg:L1", at, EventKind::LoadRegistered { load: load("L1") }),
+            registration("L1", "reg:L1", at),
             ping_high("L1", "p1", at),
             sms("L1", "s1", at, "running late, there by 3pm"),
             sms("L1", "s2", at, "10-4"),

@@ -1,78 +1,18 @@
 //! Sample domain values: every event kind, every action body, decisions with every transition.
 #![allow(dead_code)]
 
-use chrono::{DateTime, FixedOffset, Utc};
 use load_agent_domain::{
-    Action, ActionBody, ActionKeys, AskStepRef, AskTransition, Contact, ContactUpdate, DecisionPath,
-    DecisionRecord, DocumentFields, DocumentType, EmailThread, EventKind, InboundEvent, IntentRecord,
-    Language, LlmUsage, LoadRegistered, LogEntry, MessageChannel, OutcomeStatus, Reefer, RiskBand, Role,
-    SlackTarget, SopRef, Stage, StepKind, Stop, StopKind, StopStatusKind, TimerRef,
+    Action, ActionBody, ActionKeys, AskStepRef, AskTransition, ContactUpdate, DecisionPath, DecisionRecord,
+    DocumentFields, DocumentType, EmailThread, EventKind, InboundEvent, IntentRecord, LlmUsage,
+    LoadRegistered, LogEntry, MessageChannel, OutcomeStatus, RiskBand, SlackTarget, SopRef, Stage, StepKind,
+    StopStatusKind, TimerRef,
 };
 
-pub fn at(s: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(s).expect("fixture time").with_timezone(&Utc)
-}
+pub use load_agent_testkit::at;
 
-fn local(s: &str) -> DateTime<FixedOffset> {
-    DateTime::parse_from_rfc3339(s).expect("fixture time")
-}
-
+/// Load 481207 with every optional field set (the test kit's `full_load`).
 pub fn load_481207() -> LoadRegistered {
-    LoadRegistered {
-        load_id: "481207".into(),
-        client: "client_b".into(),
-        sop_version: Some(3),
-        contacts: vec![
-            Contact {
-                id: "drv".into(),
-                role: Role::Driver,
-                name: "Luis".into(),
-                phone: Some("+13125550111".into()),
-                email: None,
-                slack: None,
-                language: Language::Es,
-            },
-            Contact {
-                id: "disp".into(),
-                role: Role::CarrierDispatcher,
-                name: "Dana".into(),
-                phone: None,
-                email: Some("dana@carrier.example".into()),
-                slack: None,
-                language: Language::En,
-            },
-            Contact {
-                id: "brk".into(),
-                role: Role::Broker,
-                name: "Acme desk".into(),
-                phone: None,
-                email: None,
-                slack: Some("#acme-loads".into()),
-                language: Language::En,
-            },
-        ],
-        stops: vec![
-            Stop {
-                sequence: 1,
-                kind: StopKind::Pickup,
-                name: "Acme DC".into(),
-                address: "1 Dock Rd, Joliet, IL".into(),
-                appointment: local("2026-03-02T08:00:00-06:00"),
-                po_numbers: vec!["55821".into(), "55822".into()],
-                reference: Some("PU-7".into()),
-            },
-            Stop {
-                sequence: 2,
-                kind: StopKind::Delivery,
-                name: "Store 88".into(),
-                address: "88 Main St, Dayton, OH".into(),
-                appointment: local("2026-03-02T16:30:15.250+05:30"),
-                po_numbers: vec![],
-                reference: None,
-            },
-        ],
-        reefer: Some(Reefer { set_point_f: 34.0, tolerance_f: 2.5 }),
-    }
+    load_agent_testkit::load::full_load()
 }
 
 fn event(id: &str, t: &str, kind: EventKind) -> InboundEvent {

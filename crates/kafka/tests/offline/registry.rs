@@ -4,12 +4,11 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
 use load_agent_agent::Agent;
 use load_agent_avro::inbound::encode_inbound_with_id;
 use load_agent_avro::registry_client::{RegistryClient, RegistrySettings};
 use load_agent_avro::registry_stub::start_stub;
-use load_agent_domain::{Contact, EventKind, InboundEvent, Language, LoadRegistered, Role, Stop, StopKind};
+use load_agent_domain::InboundEvent;
 use load_agent_kafka::{KafkaConfig, RecordOutcome, record_processor, register_schemas};
 use load_agent_llm::FakeLlm;
 use load_agent_runtime::CacheConfig;
@@ -22,49 +21,7 @@ fn client(url: &str) -> RegistryClient {
 }
 
 fn registration() -> InboundEvent {
-    let t = |s: &str| DateTime::parse_from_rfc3339(s).expect("time");
-    InboundEvent {
-        event_id: "reg-R1".into(),
-        load_id: "R1".into(),
-        occurred_at: t("2026-03-02T12:00:00Z").with_timezone(&Utc),
-        kind: EventKind::LoadRegistered {
-            load: LoadRegistered {
-                load_id: "R1".into(),
-                client: "client_a".into(),
-                sop_version: None,
-                contacts: vec![Contact {
-                    id: "drv".into(),
-                    role: Role::Driver,
-                    name: "Luis".into(),
-                    phone: Some("+13125550111".into()),
-                    email: None,
-                    slack: None,
-                    language: Language::En,
-                }],
-                stops: vec![
-                    Stop {
-                        sequence: 1,
-                        kind: StopKind::Pickup,
-                        name: "A".into(),
-                        address: "a".into(),
-                        appointment: t("2026-03-02T08:00:00-06:00"),
-                        po_numbers: vec![],
-                        reference: None,
-                    },
-                    Stop {
-                        sequence: 2,
-                        kind: StopKind::Delivery,
-                        name: "B".into(),
-                        address: "b".into(),
-                        appointment: t("2026-03-02T16:00:00-05:00"),
-                        po_numbers: vec![],
-                        reference: None,
-                    },
-                ],
-                reefer: None,
-            },
-        },
-    }
+    load_agent_testkit::events::registration("R1", "reg-R1", load_agent_testkit::at("2026-03-02T12:00:00Z"))
 }
 
 fn record(value: Vec<u8>, offset: i64) -> load_agent_kafka::InboundRecord {

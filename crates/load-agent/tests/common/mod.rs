@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
-use load_agent_domain::{
-    Contact, EventKind, InboundEvent, Language, LoadRegistered, RiskBand, Role, Stop, StopKind,
-};
+use chrono::Utc;
+use load_agent_domain::{Contact, EventKind, InboundEvent, LoadRegistered, RiskBand};
 use load_agent_store::PgStore;
+use load_agent_testkit::events::event;
+use load_agent_testkit::load::{driver, sample_load};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message};
@@ -41,54 +41,19 @@ pub fn free_port() -> u16 {
     panic!("no free port between 20000 and 32000")
 }
 
-pub fn at(s: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(s).expect("time").with_timezone(&Utc)
-}
-
-/// A client_a load with one driver (SMS) whose appointments are `now`-relative.
+/// A client_a load ([`sample_load`]) with one driver (SMS, a phone of its own) whose appointments
+/// are `now`-relative.
 pub fn registration(load_id: &str) -> InboundEvent {
     let now = Utc::now();
-    let load = LoadRegistered {
-        load_id: load_id.into(),
-        client: "client_a".into(),
-        sop_version: None,
-        contacts: vec![Contact {
-            id: "drv".into(),
-            role: Role::Driver,
-            name: "Luis".into(),
-            phone: Some(format!("+1312555{:04}", load_id.len() * 37 % 10_000)),
-            email: None,
-            slack: None,
-            language: Language::En,
-        }],
-        stops: vec![
-            Stop {
-                sequence: 1,
-                kind: StopKind::Pickup,
-                name: "Acme DC".into(),
-                address: "1 Dock Rd".into(),
-                appointment: (now + chrono::Duration::hours(3)).fixed_offset(),
-                po_numbers: vec!["55821".into()],
-                reference: None,
-            },
-            Stop {
-                sequence: 2,
-                kind: StopKind::Delivery,
-                name: "Store 88".into(),
-                address: "88 Main St".into(),
-                appointment: (now + chrono::Duration::hours(12)).fixed_offset(),
-                po_numbers: vec![],
-                reference: None,
-            },
-        ],
-        reefer: None,
+    let phone = format!("+1312555{:04}", load_id.len() * 37 % 10_000);
+    let mut load = LoadRegistered {
+        contacts: vec![Contact { phone: Some(phone), ..driver("Luis") }],
+        ..sample_load(load_id)
     };
-    InboundEvent {
-        event_id: format!("reg-{load_id}"),
-        load_id: load_id.into(),
-        occurred_at: now,
-        kind: EventKind::LoadRegistered { load },
+    for (stop, hours) in load.stops.iter_mut().zip([3, 12]) {
+        stop.appointment = (now + chrono::Duration::hours(hours)).fixed_offset();
     }
+    event(load_id, &format!("reg-{load_id}"), now, EventKind::LoadRegistered { load })
 }
 
 pub fn ping(load_id: &str, n: u32, band: RiskBand) -> InboundEvent {

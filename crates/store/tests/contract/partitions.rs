@@ -228,19 +228,8 @@ async fn the_migration_moves_an_existing_database_into_partitions() {
 
     // The target: a schema at migration 0003.
     let schema = format!("migrate_{}", uuid::Uuid::new_v4().simple());
+    let old = load_agent_testkit::pg::schema_at_migration(src.url(), &schema, 3).await;
     let admin = PgPool::connect(src.url()).await.expect("connect");
-    sqlx::query(&format!("CREATE SCHEMA \"{schema}\"")).execute(&admin).await.expect("create schema");
-    let options: sqlx::postgres::PgConnectOptions = src.url().parse().expect("url");
-    let old = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(options.options([("search_path", schema.as_str())]))
-        .await
-        .expect("connect to the old schema");
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/postgres");
-    let mut migrator = sqlx::migrate::Migrator::new(dir).await.expect("read the migrations");
-    migrator.migrations =
-        migrator.migrations.iter().filter(|m| m.version <= 3).cloned().collect::<Vec<_>>().into();
-    migrator.run(&old).await.expect("migrations 0001-0003");
     let from = src.pg().schema().expect("a schema");
     for sql in [
         format!(
