@@ -318,9 +318,10 @@ mod tests {
     use std::sync::Mutex;
 
     use axum::body::Body;
-    use chrono::{DateTime, FixedOffset, Utc};
+    use chrono::{DateTime, FixedOffset};
     use load_agent_avro::json::EXAMPLES;
     use load_agent_domain as d;
+    use load_agent_testkit::at as utc;
     use serde_json::{Value, json};
     use tower::ServiceExt;
 
@@ -397,10 +398,6 @@ mod tests {
         serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
     }
 
-    fn utc(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).expect("time").with_timezone(&Utc)
-    }
-
     fn local(s: &str) -> DateTime<FixedOffset> {
         DateTime::parse_from_rfc3339(s).expect("time")
     }
@@ -417,15 +414,7 @@ mod tests {
     /// The domain event each documented example describes, written out by hand.
     fn expected(kind: &str) -> InboundEvent {
         use d::EventKind as K;
-        let contact = |id: &str, role, name: &str| d::Contact {
-            id: id.into(),
-            role,
-            name: name.into(),
-            phone: None,
-            email: None,
-            slack: None,
-            language: d::Language::En,
-        };
+        use load_agent_testkit::load::contact;
         match kind {
             "load_registered" => event(
                 "reg_481207",
