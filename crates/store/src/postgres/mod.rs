@@ -30,6 +30,9 @@ pub(crate) use lock::PgLoadLock;
 /// How many loads' months a store remembers (about 100 bytes each).
 const MONTHS_CACHED: u64 = 200_000;
 
+/// The schema the store's tables are in, as the server resolves it (`''` when none is).
+const CURRENT_SCHEMA: &str = "SELECT coalesce(current_schema(), '')";
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
 
 /// The Postgres store: [`EventStore`](crate::EventStore), [`Outbox`](crate::Outbox),
@@ -106,7 +109,11 @@ impl PgStore {
             .await?;
         MIGRATOR.run(&pool).await?;
         let lease = options.lease_delta()?;
-        let lock = Arc::new(PgLoadLock::spawn(connect, schema.clone().unwrap_or_default()));
+        // The load lease's keys are namespaced by the schema the store really uses: the one it
+        // was opened in, or the first of the URL's `search_path` (two stores of one database
+        // told apart only by their URLs' search paths must not share leases).
+        let namespace: String = sqlx::query_scalar(CURRENT_SCHEMA).fetch_one(&pool).await?;
+        let lock = Arc::new(PgLoadLock::spawn(connect, namespace));
         let months = moka::sync::Cache::new(MONTHS_CACHED);
         Ok(PgStore { pool, lease, lock, schema, months, claim_days: outbox::ClaimDays::new() })
     }

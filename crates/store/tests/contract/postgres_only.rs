@@ -33,6 +33,32 @@ async fn a_held_lease_excludes_other_holders() {
     h.cleanup().await;
 }
 
+/// The lease's keys follow the schema the store really uses: a store opened by a URL whose
+/// `search_path` names a schema shares leases with the store opened in that schema by name, and
+/// not with a store of another schema opened the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_follow_the_schema_a_url_search_path_names() {
+    let a = PgHarness::new().await;
+    let b = PgHarness::new().await;
+    let by_search_path = |h: &PgHarness| {
+        let schema = h.pg().schema().expect("the harness store has a schema");
+        let separator = if h.url().contains('?') { '&' } else { '?' };
+        format!("{}{separator}options=-c%20search_path%3D{schema}", h.url())
+    };
+    let a_url = PgStore::connect(&by_search_path(&a)).await.expect("open by search_path").into_stores();
+    let b_url = PgStore::connect(&by_search_path(&b)).await.expect("open by search_path").into_stores();
+    let lease = a_url.lock.try_lock("L1").await.expect("try_lock").expect("granted");
+    assert!(
+        a.stores().lock.try_lock("L1").await.expect("try_lock").is_none(),
+        "the same schema, opened by name: excluded"
+    );
+    let other = b_url.lock.try_lock("L1").await.expect("try_lock");
+    assert!(other.is_some(), "another schema, opened by its search_path: granted");
+    drop((lease, other));
+    a.cleanup().await;
+    b.cleanup().await;
+}
+
 /// One retention run at a time per store, whichever process asks; a store in another schema
 /// runs its own. A holder that dies without releasing (its connection closed) frees it too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
