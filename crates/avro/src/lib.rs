@@ -14,6 +14,8 @@
 //!   resolved addresses of the contact ([`Addresses`]).
 //! - [`log_entry`]: stored log entries (unframed body plus writer schema id), every version
 //!   readable, the newest written.
+//! - [`outbox`]: the stored JSON of an outbox row's action ([`outbox::OutboxActionV1`]), its
+//!   shape pinned by tests, apart from the domain's `Action`.
 //! - [`archive`]: archive files (docs/archive.md), Avro object container files of log rows with
 //!   their stored bodies byte for byte and the LogEntry schemas in the file's metadata.
 //! - [`error`]: [`DecodeError`] (with a stable `code()` and the field path, for DLQ headers),
@@ -42,6 +44,7 @@ pub mod error;
 pub mod inbound;
 pub mod json;
 pub mod log_entry;
+pub mod outbox;
 pub mod registry;
 #[cfg(feature = "registry-client")]
 pub mod registry_client;
@@ -54,4 +57,5 @@ pub use convert::Addresses;
 pub use error::{DecodeError, FieldError, FieldProblem, WireError};
 pub use inbound::{decode_inbound, encode_inbound};
 pub use log_entry::{decode_log_entry, encode_log_entry};
+pub use outbox::{decode_outbox_action, encode_outbox_action};
 pub use registry::{EmbeddedRegistry, SchemaId};

@@ -154,7 +154,7 @@ pub(crate) fn encode_append(
         let load_version = i64::try_from(row.load_version).map_err(|_| {
             StoreError::InvalidRequest(format!("outbox row {}: load_version exceeds i64", row.id))
         })?;
-        let action = serde_json::to_string(&row.action)
+        let action = load_agent_avro::encode_outbox_action(&row.action)
             .map_err(|e| StoreError::InvalidRequest(format!("outbox row {}: action: {e}", row.id)))?;
         rows.push(EncodedOutboxRow {
             id: row.id.clone(),
@@ -285,7 +285,8 @@ pub(crate) fn stored_rows(
 }
 
 pub(crate) fn decode_action(id: &str, json: &str) -> Result<Action, StoreError> {
-    serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("outbox row {id}: action JSON: {e}")))
+    load_agent_avro::decode_outbox_action(json)
+        .map_err(|e| StoreError::Corrupt(format!("outbox row {id}: action JSON: {e}")))
 }
 
 pub(crate) fn decode_destination(id: &str, s: &str) -> Result<Destination, StoreError> {
