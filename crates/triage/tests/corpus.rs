@@ -34,10 +34,11 @@ fn held_out() -> Vec<LabeledMessage> {
 }
 
 /// Each check set (`evals/triage/check/`) and its SHA-256 as its writer handed it over.
-const CHECK_SETS: [(&str, &str); 3] = [
+const CHECK_SETS: [(&str, &str); 4] = [
     ("t3.jsonl", "27f99a824958682d8fb8bdcfb4f04e36340ce1787adeb27927b2b01cb54e2a3d"),
     ("t4.jsonl", "f57dc8e9e615b465d625862386bd02f0b0092fcb24ba31982f19a0ead9e6e5a6"),
     ("t5.jsonl", "8b4833ccf9da3cac72c5a7a47a0c2cb541755540c3199d6495a906820bd89a94"),
+    ("t6.jsonl", "f087ab0d26612ace929e7f50c1dee4a11998577f983b2bdf40bb41b1a591c8ee"),
 ];
 
 fn check_set(name: &str) -> Vec<LabeledMessage> {
@@ -130,10 +131,10 @@ fn no_training_message_nearly_repeats_a_held_out_message() {
 fn the_committed_model_holds_its_figures_on_the_frozen_set() {
     let report = evaluate(TriageModel::embedded(), &frozen());
     let text = report.to_text();
-    assert!(report.accuracy >= 0.955, "accuracy below 95.5 %:\n{text}");
+    assert!(report.accuracy >= 0.965, "accuracy below 96.5 %:\n{text}");
     assert!(report.ece <= 0.025, "ECE above 0.025:\n{text}");
-    assert!(report.coverage >= 0.85, "coverage below 85 %:\n{text}");
-    assert!(report.confident_wrong_rate <= 0.01, "confident-wrong above 1 %:\n{text}");
+    assert!(report.coverage >= 0.87, "coverage below 87 %:\n{text}");
+    assert!(report.confident_wrong_rate <= 0.008, "confident-wrong above 0.8 %:\n{text}");
     assert_eq!(report.opt_out_acted_as_other, 0, "opt-outs acted on as another intent:\n{text}");
 }
 
@@ -144,9 +145,10 @@ fn the_committed_model_holds_its_figures_on_the_frozen_set() {
 fn the_committed_model_holds_its_figures_on_the_check_sets() {
     // (file, accuracy >=, coverage >=, confident-wrong <=, opt-outs acted on as another intent <=)
     let gates = [
-        ("t3.jsonl", 0.96, 0.90, 0.008, 0),
-        ("t4.jsonl", 0.955, 0.845, 0.010, 2),
-        ("t5.jsonl", 0.98, 0.88, 0.005, 0),
+        ("t3.jsonl", 0.97, 0.93, 0.011, 1),
+        ("t4.jsonl", 0.955, 0.885, 0.008, 2),
+        ("t5.jsonl", 0.985, 0.93, 0.003, 0),
+        ("t6.jsonl", 0.95, 0.865, 0.008, 2),
     ];
     for (name, accuracy, coverage, confident_wrong, opt_out) in gates {
         let report = evaluate(TriageModel::embedded(), &check_set(name));
