@@ -612,4 +612,74 @@ mod tests {
         let e = Settings::load(Some(&file), &[]).unwrap_err();
         assert!(e.to_string().contains("leese_secs"), "{e}");
     }
+
+    /// docs/configuration.md's table and the types cannot drift: every setting of
+    /// `Settings::default()` is in the table with its default, and every setting the table names
+    /// exists. A row may name several settings (`a`, `b` or `llm.openai_model_{draft,plan}`) with
+    /// one default each (`1, 2` or `x` / `y`) or one default for all of them.
+    #[test]
+    fn the_documentation_lists_every_setting_with_its_default() {
+        let doc = include_str!("../../../docs/configuration.md");
+        let mut documented: std::collections::BTreeMap<String, String> = Default::default();
+        // The table of settings: from its header to the first line that is not a row.
+        let table = doc.split_once("| setting | default | meaning |\n|---|---|---|\n").expect("the table").1;
+        for row in table.lines().take_while(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+            let (names_cell, defaults_cell) = (cells[0], cells[1]);
+            let mut names = Vec::new();
+            for token in names_cell.split('`').skip(1).step_by(2).filter(|t| t.contains('.')) {
+                match token.split_once('{') {
+                    Some((prefix, rest)) => {
+                        let (alternatives, suffix) = rest.split_once('}').expect("a closed brace");
+                        names.extend(alternatives.split(',').map(|a| format!("{prefix}{a}{suffix}")));
+                    }
+                    None => names.push(token.to_string()),
+                }
+            }
+            let separator = if defaults_cell.contains(" / ") { " / " } else { ", " };
+            let defaults: Vec<String> = defaults_cell
+                .split(separator)
+                .map(|d| {
+                    let d = d.replace(['`', '*'], "");
+                    let d = d.split(" (").next().unwrap_or_default().trim().to_string();
+                    if d == "empty" { String::new() } else { d }
+                })
+                .collect();
+            assert!(
+                defaults.len() == names.len() || defaults.len() == 1,
+                "{row}: {} settings, {} defaults",
+                names.len(),
+                defaults.len()
+            );
+            for (i, name) in names.into_iter().enumerate() {
+                let default = defaults.get(i).unwrap_or(&defaults[0]).clone();
+                assert!(documented.insert(name.clone(), default).is_none(), "{name} is documented twice");
+            }
+        }
+        let mut typed: std::collections::BTreeMap<String, String> = Default::default();
+        let Ok(toml::Value::Table(sections)) = toml::Value::try_from(Settings::default()) else {
+            panic!("the settings are a table of sections")
+        };
+        for (section, keys) in sections {
+            let toml::Value::Table(keys) = keys else { panic!("{section} is a table") };
+            for (key, value) in keys {
+                let value = match value {
+                    toml::Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                typed.insert(format!("{section}.{key}"), value);
+            }
+        }
+        for (name, default) in &typed {
+            match documented.get(name) {
+                Some(documented) => {
+                    assert_eq!(documented, default, "docs/configuration.md: {name}'s default")
+                }
+                None => panic!("docs/configuration.md does not list {name} (default {default:?})"),
+            }
+        }
+        for name in documented.keys() {
+            assert!(typed.contains_key(name), "docs/configuration.md lists {name}, which is not a setting");
+        }
+    }
 }
