@@ -139,3 +139,39 @@ impl SettingError {
         SettingError { setting: setting.into(), problem: problem.into() }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_never_prints() {
+        let s = Secret::new("hunter2");
+        assert_eq!((format!("{s:?}"), s.to_string()), ("***".to_string(), "***".to_string()));
+        assert_eq!(serde_json::to_string(&s).expect("serializes"), "\"***\"");
+        assert_eq!(s.expose(), "hunter2");
+        let empty = Secret::default();
+        assert_eq!((format!("{empty:?}"), empty.to_string()), ("\"\"".to_string(), String::new()));
+        assert_eq!(serde_json::to_string(&empty).expect("serializes"), "\"\"");
+    }
+
+    #[test]
+    fn a_secret_is_read_as_text_and_a_float_is_refused_unquoted() {
+        let s: Secret = serde_json::from_str("73191").expect("an integer is its text");
+        assert_eq!(s.expose(), "73191");
+        let s: Secret = serde_json::from_str("true").expect("a boolean is its text");
+        assert_eq!(s.expose(), "true");
+        let e = serde_json::from_str::<Secret>("7319.25").expect_err("a float");
+        assert!(!e.to_string().contains("7319"), "{e}");
+    }
+
+    #[test]
+    fn url_passwords_are_masked() {
+        assert_eq!(
+            mask_url_password("postgres://app:pw@db/la?sslpassword=k"),
+            "postgres://app:***@db/la?sslpassword=***"
+        );
+        assert_eq!(mask_url_password("not a url"), "not a url");
+        assert_eq!(SettingError::new("a.b", "wrong").to_string(), "configuration: a.b: wrong");
+    }
+}

@@ -197,3 +197,59 @@ impl KafkaConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_valid_and_the_clients_configuration_is_built_from_them() {
+        let settings = KafkaSettings::default();
+        settings.validate().expect("valid");
+        let mut config = KafkaConfig::from_settings(&settings);
+        let overrides = std::mem::take(&mut config.client_overrides);
+        assert_eq!(config, KafkaConfig::new(""), "the section's defaults are KafkaConfig::new's");
+        assert_eq!(overrides, vec![("security.protocol".to_string(), "plaintext".to_string())]);
+    }
+
+    #[test]
+    fn every_setting_reaches_the_clients_configuration() {
+        let settings = KafkaSettings {
+            brokers: "k1:9092,k2:9092".into(),
+            group_id: "g".into(),
+            events_topic: "e".into(),
+            dlq_topic: "d".into(),
+            actions_topic_prefix: "a".into(),
+            security_protocol: "SASL_SSL".into(),
+            sasl_mechanism: "PLAIN".into(),
+            sasl_username: "u".into(),
+            sasl_password: Secret::new("p"),
+            session_timeout_ms: 6_000,
+            heartbeat_interval_ms: 1_000,
+            ..KafkaSettings::default()
+        };
+        settings.validate().expect("valid");
+        let c = KafkaConfig::from_settings(&settings);
+        assert_eq!((c.brokers.as_str(), c.group_id.as_str()), ("k1:9092,k2:9092", "g"));
+        assert_eq!(
+            (c.events_topic.as_str(), c.dlq_topic.as_str(), c.actions_topic_prefix.as_str()),
+            ("e", "d", "a")
+        );
+        assert_eq!(
+            (c.session_timeout, c.heartbeat_interval),
+            (Duration::from_secs(6), Duration::from_secs(1))
+        );
+        assert!(c.client_overrides.contains(&("sasl.password".to_string(), "p".to_string())));
+        assert!(!format!("{c:?}").contains("\"p\""), "the password is masked in Debug");
+    }
+
+    #[test]
+    fn bad_values_name_the_setting() {
+        let e = KafkaSettings { partitions: 0, ..KafkaSettings::default() }.validate().expect_err("0");
+        assert_eq!(e.setting, "kafka.partitions");
+        let e = KafkaSettings { security_protocol: "TLS".into(), ..KafkaSettings::default() }
+            .validate()
+            .expect_err("TLS");
+        assert_eq!(e.setting, "kafka.security_protocol");
+    }
+}

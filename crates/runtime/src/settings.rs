@@ -225,3 +225,53 @@ impl RuntimeConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_service_defaults_are_valid_and_make_its_runtime() {
+        let (relay, timers, worker) =
+            (RelaySettings::default(), TimerSettings::default(), WorkerSettings::default());
+        relay.validate().expect("relay");
+        timers.validate().expect("timers");
+        worker.validate().expect("worker");
+        let rc = RuntimeConfig::from_settings(&relay, &timers, &worker, Duration::from_secs(120));
+        assert_eq!(rc.relay.idle_poll, Duration::from_millis(250), "the service's poll, not RelayConfig's");
+        assert_eq!((rc.relay.batch, rc.relay.concurrency, rc.relay.loops), (500, 500, 2));
+        assert_eq!(rc.relay.retry, RetryPolicy::default());
+        assert_eq!(rc.pump.poll_interval, Duration::from_secs(5));
+        assert!(!rc.group_commit.is_on(), "group commit is off by default");
+        assert_eq!(rc.worker.run_deadline, Duration::from_secs(120));
+        assert_eq!(relay.lease(), Duration::from_secs(90));
+    }
+
+    #[test]
+    fn send_limits_are_parsed_once_when_read_and_printed_as_written() {
+        let relay: RelaySettings =
+            serde_json::from_str(r#"{"send_limits": "sms=6/60m, email=3/1h"}"#).expect("valid");
+        assert_eq!(
+            relay.send_limits.limits(),
+            &crate::SendLimits::parse("sms=6/1h,email=3/1h").expect("same")
+        );
+        let printed = serde_json::to_value(&relay).expect("serializes");
+        assert_eq!(printed["send_limits"], "sms=6/60m, email=3/1h");
+        let e = serde_json::from_str::<RelaySettings>(r#"{"send_limits": "sms=6"}"#).expect_err("no period");
+        assert!(e.to_string().contains("send limit \"sms=6\""), "{e}");
+        let e = serde_json::from_str::<RelaySettings>(r#"{"bogus": 1}"#).expect_err("unknown");
+        assert!(e.to_string().contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_the_setting() {
+        let e = TimerSettings { poll_secs: 31, ..TimerSettings::default() }.validate().expect_err("31 s");
+        assert_eq!(e.setting, "timers.poll_secs");
+        let e = RelaySettings { loops: 17, ..RelaySettings::default() }.validate().expect_err("17 loops");
+        assert_eq!(e.setting, "relay.loops");
+        let e = WorkerSettings { group_commit_window_ms: 1001, ..WorkerSettings::default() }
+            .validate()
+            .expect_err("window");
+        assert_eq!(e.setting, "worker.group_commit_window_ms");
+    }
+}

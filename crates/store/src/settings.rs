@@ -223,3 +223,45 @@ impl LifecycleSettings {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_valid_and_the_store_options_take_the_pool_and_the_lease() {
+        let db = DatabaseSettings::default();
+        db.validate().expect("sqlite is valid");
+        assert!(db.url.is_sqlite());
+        let options = db.options(Duration::from_secs(120));
+        assert_eq!((options.lease, options.max_connections), (Duration::from_secs(120), 16));
+        let life = LifecycleSettings::default();
+        life.validate().expect("valid");
+        assert_eq!(life.plan(), crate::lifecycle::PartitionPlan::default());
+        assert_eq!(life.windows(), crate::lifecycle::RetentionWindows::default());
+    }
+
+    #[test]
+    fn a_remote_postgres_needs_tls_and_the_error_never_quotes_the_url() {
+        let check =
+            |url: &str| DatabaseSettings { url: DatabaseUrl::new(url), max_connections: 1 }.validate();
+        check("postgres://app:pw@db.internal/la?sslmode=verify-full").expect("tls");
+        check("postgres://postgres@127.0.0.1:5432/test").expect("local");
+        let e = check("postgres://app:hunter2@db.internal/la").expect_err("plaintext");
+        assert_eq!(e.setting, "database.url");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        assert_eq!(check("mysql://x").expect_err("scheme").setting, "database.url");
+        assert_eq!(format!("{:?}", DatabaseUrl::new("postgres://a:b@h/d")), "\"postgres://a:***@h/d\"");
+    }
+
+    #[test]
+    fn lifecycle_ranges_name_the_setting() {
+        let e =
+            LifecycleSettings { dead_days: 1, ..LifecycleSettings::default() }.validate().expect_err("dead");
+        assert_eq!(e.setting, "lifecycle.dead_days");
+        let e = LifecycleSettings { retention_secs: 10, ..LifecycleSettings::default() }
+            .validate()
+            .expect_err("10 s");
+        assert_eq!(e.setting, "lifecycle.retention_secs");
+    }
+}
