@@ -11,6 +11,8 @@
 //! - [`action`]: actions as data, their destinations and classes.
 //! - [`decision`]: `DecisionRecord`, ask transitions and the step rule.
 //! - [`pii`]: redaction of phone numbers, email addresses and message text in logs.
+//! - [`settings`]: what the crates' configuration sections share: [`settings::Secret`],
+//!   URL password masking, [`settings::SettingError`].
 //! - [`spelling`]: [`spelled_enum!`], one spelling per enum (`as_str`, `parse`, `FromStr`, `ALL`).
 //!
 //! Architecture invariant: this crate is synchronous and performs no IO. It knows nothing of
@@ -23,6 +25,7 @@ pub mod ids;
 pub mod load;
 pub mod log;
 pub mod pii;
+pub mod settings;
 pub mod spelling;
 pub mod state;
 pub mod summary;

@@ -3,6 +3,8 @@
 //!
 //! Layout:
 //! - [`config`]: [`KafkaConfig`], topic names and the librdkafka settings of every client.
+//! - [`settings`]: the `[kafka]` section of the configuration ([`KafkaSettings`], its checks),
+//!   from which [`KafkaConfig::from_settings`] builds the clients' configuration.
 //! - [`record`]: [`InboundRecord`], an owned record: what the unit of work, the DLQ, dumps and
 //!   replay handle.
 //! - [`process`]: the unit of work, [`RecordProcessor::process`]: decode, key check, the load
@@ -54,6 +56,7 @@ pub mod record;
 #[cfg(feature = "broker")]
 pub mod registry;
 pub mod replay;
+pub mod settings;
 pub mod wiring;
 
 #[cfg(feature = "broker")]
@@ -76,6 +79,7 @@ pub use record::InboundRecord;
 #[cfg(feature = "broker")]
 pub use registry::register_schemas;
 pub use replay::{ReplayError, ReplaySummary, replay, replay_records};
+pub use settings::{KAFKA_PROTOCOLS, KAFKA_SASL_MECHANISMS, KafkaSettings};
 pub use wiring::record_processor;
 #[cfg(feature = "broker")]
 pub use wiring::{kafka_relay, kafka_timer_pump};

@@ -1,13 +1,15 @@
 //! The provider's configuration: where to send, with which key, which model per method, what a
-//! model costs. The key is an [`ApiKey`], which never prints.
+//! model costs, read from the `openai_*` keys of the `[llm]` section ([`OpenAiConfig::from_llm_config`]).
+//! The key is an [`ApiKey`], which never prints.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 
-use load_agent_llm::{ConfigError, LlmMethod};
+use load_agent_domain::settings::Secret;
+use load_agent_llm::{ConfigError, LlmConfig, LlmMethod};
 
-/// Environment names (proposed; the binary's config layer reads them, see `docs/llm.md`).
+/// Environment names of the `llm.openai_*` settings (errors name a setting by them; see
+/// `docs/llm.md`).
 pub mod env {
     /// The API root; requests go to `{base_url}/chat/completions`. Setting it configures the
     /// provider.
@@ -43,32 +45,10 @@ pub mod env {
     }
 }
 
-/// An API key. `Debug` and `Display` print `***`; read it only with [`ApiKey::expose`], where the
-/// request's `Authorization` header is built (and marked sensitive).
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    pub fn new(key: impl Into<String>) -> Self {
-        ApiKey(key.into())
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-impl fmt::Display for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
+/// An API key: the configuration's [`Secret`] (`llm.openai_api_key`). `Debug` and `Display`
+/// print `***`; read it only with `expose`, where the request's `Authorization` header is built
+/// (and marked sensitive).
+pub type ApiKey = Secret;
 
 /// What a model costs, in USD per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -163,30 +143,37 @@ impl OpenAiConfig {
         self
     }
 
-    /// The `LOAD_AGENT_LLM_OPENAI_*` values `lookup` returns (for example
-    /// `|name| std::env::var(name).ok()`); `None` when the base URL is not set.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, ConfigError> {
-        let get = |name: &str| lookup(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        let Some(base_url) = get(env::BASE_URL) else {
+    /// The `openai_*` settings of the `[llm]` section; `None` when the base URL is not set.
+    /// Values are trimmed, and an empty one is unset.
+    pub fn from_llm_config(llm: &LlmConfig) -> Result<Option<Self>, ConfigError> {
+        let get = |value: &str| Some(value.trim().to_owned()).filter(|v| !v.is_empty());
+        let Some(base_url) = get(&llm.openai_base_url) else {
             return Ok(None);
         };
         let mut config = OpenAiConfig::new(base_url);
-        config.api_key = get(env::API_KEY).map(ApiKey::new);
-        let default_model = get(env::MODEL);
+        config.api_key = get(llm.openai_api_key.expose()).map(ApiKey::new);
+        let default_model = get(&llm.openai_model);
         for method in LlmMethod::ALL {
             let defaulted = matches!(method, LlmMethod::Draft | LlmMethod::Plan | LlmMethod::ExtractSop);
-            let model = get(env::model_for(method)).or_else(|| default_model.clone().filter(|_| defaulted));
+            let configured = match method {
+                LlmMethod::Triage => &llm.openai_model_triage,
+                LlmMethod::Draft => &llm.openai_model_draft,
+                LlmMethod::ExtractDocument => &llm.openai_model_extract_document,
+                LlmMethod::Plan => &llm.openai_model_plan,
+                LlmMethod::ExtractSop => &llm.openai_model_extract_sop,
+            };
+            let model = get(configured).or_else(|| default_model.clone().filter(|_| defaulted));
             if let Some(model) = model {
                 config.models.insert(method, model);
             }
         }
-        if let Some(v) = get(env::RESPONSE_FORMAT) {
+        if let Some(v) = get(&llm.openai_response_format) {
             config.response_format = ResponseFormat::parse(&v)?;
         }
-        if let Some(v) = get(env::PRICES) {
+        if let Some(v) = get(&llm.openai_prices) {
             config.prices = parse_prices(&v)?;
         }
-        if let Some(v) = get(env::MAX_OUTPUT_TOKENS) {
+        if let Some(v) = get(&llm.openai_max_output_tokens) {
             config.max_output_tokens = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
                 ConfigError::invalid(env::MAX_OUTPUT_TOKENS, &v, "expected a positive integer")
             })?;
@@ -254,17 +241,17 @@ mod tests {
     }
 
     #[test]
-    fn config_from_lookup() {
-        let vars = [
-            (env::BASE_URL, "https://api.deepseek.com/v1/"),
-            (env::API_KEY, "sk-1"),
-            (env::MODEL, "deepseek-chat"),
-            (env::MODEL_EXTRACT_SOP, "deepseek-reasoner"),
-            (env::RESPONSE_FORMAT, "json_object"),
-            (env::PRICES, "deepseek-chat=0.27/1.10; deepseek-reasoner=0.55/2.19"),
-        ];
-        let lookup = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned());
-        let config = OpenAiConfig::from_lookup(lookup).expect("valid").expect("configured");
+    fn config_from_the_llm_section() {
+        let llm = LlmConfig {
+            openai_base_url: "https://api.deepseek.com/v1/".into(),
+            openai_api_key: Secret::new("sk-1"),
+            openai_model: "deepseek-chat".into(),
+            openai_model_extract_sop: "deepseek-reasoner".into(),
+            openai_response_format: "json_object".into(),
+            openai_prices: "deepseek-chat=0.27/1.10; deepseek-reasoner=0.55/2.19".into(),
+            ..LlmConfig::default()
+        };
+        let config = OpenAiConfig::from_llm_config(&llm).expect("valid").expect("configured");
         assert_eq!(config.chat_completions_url(), "https://api.deepseek.com/v1/chat/completions");
         assert_eq!(config.api_key.as_ref().map(ApiKey::expose), Some("sk-1"));
         assert_eq!(config.models.get(&LlmMethod::Plan).map(String::as_str), Some("deepseek-chat"));
@@ -275,23 +262,25 @@ mod tests {
         let price = config.prices["deepseek-chat"];
         assert!((price.cost_usd(1_000_000, 1_000_000) - 1.37).abs() < 1e-9);
 
-        assert_eq!(OpenAiConfig::from_lookup(|_| None).expect("valid"), None, "not configured");
+        assert_eq!(
+            OpenAiConfig::from_llm_config(&LlmConfig::default()).expect("valid"),
+            None,
+            "not configured"
+        );
     }
 
     #[test]
     fn bad_values_name_their_setting() {
         let err = parse_prices("deepseek-chat=0.27").expect_err("no output price");
         assert!(err.to_string().contains(env::PRICES), "{err}");
-        let err =
-            OpenAiConfig::from_lookup(|n| (n == env::BASE_URL).then(|| "http://127.0.0.1:8080/v1".into()))
-                .expect_err("no model");
+        let llm = |base_url: &str, model: &str| LlmConfig {
+            openai_base_url: base_url.into(),
+            openai_model: model.into(),
+            ..LlmConfig::default()
+        };
+        let err = OpenAiConfig::from_llm_config(&llm("http://127.0.0.1:8080/v1", "")).expect_err("no model");
         assert!(err.to_string().contains(env::MODEL), "{err}");
-        let err = OpenAiConfig::from_lookup(|n| match n {
-            env::BASE_URL => Some("api.deepseek.com".into()),
-            env::MODEL => Some("m".into()),
-            _ => None,
-        })
-        .expect_err("no scheme");
+        let err = OpenAiConfig::from_llm_config(&llm("api.deepseek.com", "m")).expect_err("no scheme");
         assert!(err.to_string().contains(env::BASE_URL), "{err}");
         assert!(ResponseFormat::parse("yaml").is_err());
     }

@@ -5,8 +5,11 @@
 //! depend on HTTP).
 //!
 //! Layout:
-//! - [`config`]: [`OpenAiConfig`] (base URL, model per method, prices, response format), the
-//!   [`ApiKey`] secret, the `LOAD_AGENT_LLM_OPENAI_*` names.
+//! - [`config`]: [`OpenAiConfig`] (base URL, model per method, prices, response format) read from
+//!   the `[llm]` section's `openai_*` keys, the [`ApiKey`] secret, the `LOAD_AGENT_LLM_OPENAI_*`
+//!   names.
+//! - [`client_from_config`] and [`validate_llm_config`]: the `[llm]` section's client and checks,
+//!   as the binary's start-up uses them.
 //! - `prompts`: the system prompt of each method.
 //! - `wire`: the protocol as sync code over JSON: the request body (JSON-schema structured
 //!   output, the typed request as the user message, documents as `image_url` parts), reading a
@@ -15,7 +18,7 @@
 //!   output against the method's typed struct and JSON schema.
 //!
 //! Architecture invariant: the pipeline never names this crate; only the binary's start-up does,
-//! through [`build_llm_client`].
+//! through [`client_from_config`] ([`build_llm_client`]).
 
 pub mod client;
 pub mod config;
@@ -24,7 +27,10 @@ mod wire;
 
 use std::sync::Arc;
 
-use load_agent_llm::{ConfigError, Guarded, LlmClient, LlmSettings, ProviderSpec, RemoteProvider, compose};
+use load_agent_domain::settings::SettingError;
+use load_agent_llm::{
+    ConfigError, Guarded, LlmClient, LlmConfig, LlmSettings, ProviderSpec, RemoteProvider, compose,
+};
 
 pub use client::{OpenAiClient, PROVIDER_NAME};
 pub use config::{ApiKey, ModelPrice, OpenAiConfig, ResponseFormat, parse_prices};
@@ -65,4 +71,32 @@ pub fn build_llm_client(
     let routes: Vec<String> = composite.routes().into_iter().map(|(m, p)| format!("{m}={p}")).collect();
     tracing::info!(provider = %spec, routes = %routes.join(","), "LLM client built");
     Ok(Arc::new(composite))
+}
+
+/// The client the `[llm]` section asks for ([`build_llm_client`] of its provider, call settings
+/// and OpenAI-compatible provider). Must be called inside a tokio runtime.
+pub fn client_from_config(llm: &LlmConfig) -> Result<Arc<dyn LlmClient>, SettingError> {
+    build_llm_client(&llm.provider, &llm.settings().map_err(named)?, openai_config(llm)?).map_err(named)
+}
+
+/// Checks the `[llm]` section at start: a known provider, call settings a run can work with, and
+/// the OpenAI-compatible provider's settings where the provider needs it. The error names the
+/// setting (`llm.provider`, `llm.openai_base_url`, ...).
+pub fn validate_llm_config(llm: &LlmConfig) -> Result<(), SettingError> {
+    llm.provider.parse::<ProviderSpec>().map_err(|e| SettingError::new("llm.provider", e.to_string()))?;
+    llm.settings().map_err(named)?;
+    let openai = openai_config(llm)?;
+    if llm.provider.contains("openai") && openai.is_none() {
+        return Err(SettingError::new("llm.openai_base_url", "required by llm.provider with openai"));
+    }
+    Ok(())
+}
+
+fn openai_config(llm: &LlmConfig) -> Result<Option<OpenAiConfig>, SettingError> {
+    OpenAiConfig::from_llm_config(llm).map_err(named)
+}
+
+/// An LLM configuration error, named by its setting (`llm.x`).
+fn named(e: ConfigError) -> SettingError {
+    SettingError::new(e.setting(), e.to_string())
 }

@@ -5,8 +5,9 @@
 //!
 //! Layout:
 //! - [`types`]: requests, results, [`LlmOutput`], [`LlmError`], [`LlmMethod`].
-//! - [`settings`]: [`LlmSettings`] (timeouts, retries, backoff, deadline, rate limit), their
-//!   `LOAD_AGENT_LLM_*` names, and [`ConfigError`].
+//! - [`settings`]: the `[llm]` section of the configuration ([`LlmConfig`]), [`LlmSettings`]
+//!   (timeouts, retries, backoff, deadline, rate limit) taken from it, their `LOAD_AGENT_LLM_*`
+//!   names, and [`ConfigError`].
 //! - [`output`]: strict parsing and semantic checks of provider output, the planner's allowed
 //!   actions ([`parse_plan`], [`validate_plan`]) and the JSON schema of each method's output.
 //! - [`local`]: [`LocalTriage`] (the embedded triage model) and [`Unconfigured`].
@@ -47,7 +48,7 @@ pub use output::{
     MAX_PLANNED_ACTIONS, output_schema, parse_document_fields, parse_draft, parse_extracted_sop, parse_plan,
     parse_triage, sop_output_schema, validate_document_fields, validate_draft, validate_plan,
 };
-pub use settings::{ConfigError, LlmSettings, env};
+pub use settings::{ConfigError, LlmConfig, LlmSettings, env};
 pub use types::{
     DocumentRequest, Draft, DraftRequest, ExtractedSop, LlmError, LlmMethod, LlmOutput, LlmResult, Plan,
     PlanRequest, PlannedAction, SopExtractionRequest, TriageRequest, TriageResult,

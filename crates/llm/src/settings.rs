@@ -1,9 +1,17 @@
-//! Settings of every provider call and of a run, and their environment names.
+//! The `[llm]` section of the configuration ([`LlmConfig`], read by the binary as
+//! `LOAD_AGENT_LLM_*`), the settings of every provider call and of a run ([`LlmSettings`])
+//! taken from it, and the names errors give settings by. The section's `openai_*` keys are
+//! the OpenAI-compatible provider's: `load-agent-llm-openai` reads and checks them (one TOML
+//! section is one type, so its fields are all here).
 
 use std::time::Duration;
 
-/// Environment variable names (proposed; the binary's config layer reads them, see
-/// `docs/llm.md`). Provider-specific names (`LOAD_AGENT_LLM_OPENAI_*`) live with the provider.
+use load_agent_domain::settings::Secret;
+use serde::{Deserialize, Serialize};
+
+/// Environment variable names (the binary's config layer reads `LOAD_AGENT_LLM_<KEY>` into
+/// `llm.<key>`, see `docs/llm.md`); errors name a setting by them. Provider-specific names
+/// (`LOAD_AGENT_LLM_OPENAI_*`) live with the provider.
 pub mod env {
     /// Which providers answer: `local` (default), `local+openai`, `openai`, `fake`.
     pub const PROVIDER: &str = "LOAD_AGENT_LLM_PROVIDER";
@@ -30,6 +38,19 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
+    /// The setting the error is about, as the configuration names it: `LOAD_AGENT_LLM_X` is
+    /// `llm.x`; an error about no one setting (a provider that could not be built) is `llm`.
+    pub fn setting(&self) -> String {
+        let name = match self {
+            ConfigError::UnknownProvider { setting, .. } => *setting,
+            ConfigError::Invalid { setting, .. } | ConfigError::Missing { setting, .. } => setting.as_str(),
+            ConfigError::Provider { .. } => "",
+        };
+        name.strip_prefix("LOAD_AGENT_LLM_")
+            .map(|k| format!("llm.{}", k.to_ascii_lowercase()))
+            .unwrap_or_else(|| "llm".to_string())
+    }
+
     pub fn invalid(setting: impl Into<String>, value: impl Into<String>, reason: impl Into<String>) -> Self {
         ConfigError::Invalid { setting: setting.into(), value: value.into(), reason: reason.into() }
     }
@@ -68,36 +89,6 @@ impl Default for LlmSettings {
 }
 
 impl LlmSettings {
-    /// Defaults overridden by the `LOAD_AGENT_LLM_*` values `lookup` returns (for example
-    /// `|name| std::env::var(name).ok()`), validated.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let mut s = LlmSettings::default();
-        if let Some(v) = lookup(env::CALL_TIMEOUT_MS) {
-            s.call_timeout = Duration::from_millis(parse_u64(env::CALL_TIMEOUT_MS, &v)?);
-        }
-        if let Some(v) = lookup(env::MAX_RETRIES) {
-            s.max_retries = parse_u64(env::MAX_RETRIES, &v)?
-                .try_into()
-                .map_err(|_| ConfigError::invalid(env::MAX_RETRIES, &v, "too large"))?;
-        }
-        if let Some(v) = lookup(env::BACKOFF_BASE_MS) {
-            s.backoff_base = Duration::from_millis(parse_u64(env::BACKOFF_BASE_MS, &v)?);
-        }
-        if let Some(v) = lookup(env::BACKOFF_MAX_MS) {
-            s.backoff_max = Duration::from_millis(parse_u64(env::BACKOFF_MAX_MS, &v)?);
-        }
-        if let Some(v) = lookup(env::RUN_DEADLINE_MS) {
-            s.run_deadline = Duration::from_millis(parse_u64(env::RUN_DEADLINE_MS, &v)?);
-        }
-        if let Some(v) = lookup(env::CALLS_PER_SECOND) {
-            s.calls_per_second = parse_u64(env::CALLS_PER_SECOND, &v)?
-                .try_into()
-                .map_err(|_| ConfigError::invalid(env::CALLS_PER_SECOND, &v, "too large"))?;
-        }
-        s.validate()?;
-        Ok(s)
-    }
-
     /// Rejects values no run can work with.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.call_timeout.is_zero() {
@@ -127,8 +118,91 @@ impl LlmSettings {
     }
 }
 
-fn parse_u64(setting: &'static str, value: &str) -> Result<u64, ConfigError> {
-    value.trim().parse().map_err(|_| ConfigError::invalid(setting, value, "expected a non-negative integer"))
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmConfig {
+    /// `local` (triage only; the planner and document reader are unavailable and behavior.md's
+    /// fallbacks apply), `local+openai`, `openai`, `fake`.
+    pub provider: String,
+    pub call_timeout_ms: u64,
+    pub max_retries: u32,
+    pub backoff_base_ms: u64,
+    pub backoff_max_ms: u64,
+    /// One run's deadline, conflict re-decides included; after it the run commits an urgent
+    /// Hero task.
+    pub run_deadline_ms: u64,
+    pub calls_per_second: u32,
+    /// An OpenAI-compatible endpoint (DeepSeek, llama.cpp server, vLLM); empty means none.
+    #[serde(serialize_with = "load_agent_domain::settings::serialize_masked_url")]
+    pub openai_base_url: String,
+    pub openai_api_key: Secret,
+    /// The default model for draft, plan and extract_sop.
+    pub openai_model: String,
+    pub openai_model_draft: String,
+    pub openai_model_plan: String,
+    pub openai_model_extract_sop: String,
+    /// A vision model for documents.
+    pub openai_model_extract_document: String,
+    /// Only when triage should not run locally.
+    pub openai_model_triage: String,
+    /// `json_schema` or `json_object` (DeepSeek).
+    pub openai_response_format: String,
+    /// `model=input/output;...` in USD per million tokens.
+    pub openai_prices: String,
+    pub openai_max_output_tokens: String,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        let d = LlmSettings::default();
+        LlmConfig {
+            provider: "local".into(),
+            call_timeout_ms: millis(d.call_timeout),
+            max_retries: d.max_retries,
+            backoff_base_ms: millis(d.backoff_base),
+            backoff_max_ms: millis(d.backoff_max),
+            run_deadline_ms: millis(d.run_deadline),
+            calls_per_second: d.calls_per_second,
+            openai_base_url: String::new(),
+            openai_api_key: Secret::default(),
+            openai_model: String::new(),
+            openai_model_draft: String::new(),
+            openai_model_plan: String::new(),
+            openai_model_extract_sop: String::new(),
+            openai_model_extract_document: String::new(),
+            openai_model_triage: String::new(),
+            openai_response_format: String::new(),
+            openai_prices: String::new(),
+            openai_max_output_tokens: String::new(),
+        }
+    }
+}
+
+/// A duration in whole milliseconds, as the section holds it.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl LlmConfig {
+    /// The call and run settings of the section, validated (the error names the setting by its
+    /// environment name, [`ConfigError::setting`] by its configuration name).
+    pub fn settings(&self) -> Result<LlmSettings, ConfigError> {
+        let s = LlmSettings {
+            call_timeout: Duration::from_millis(self.call_timeout_ms),
+            max_retries: self.max_retries,
+            backoff_base: Duration::from_millis(self.backoff_base_ms),
+            backoff_max: Duration::from_millis(self.backoff_max_ms),
+            run_deadline: Duration::from_millis(self.run_deadline_ms),
+            calls_per_second: self.calls_per_second,
+        };
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// One run's deadline (`llm.run_deadline_ms`), which the worker holds every run to.
+    pub fn run_deadline(&self) -> Duration {
+        Duration::from_millis(self.run_deadline_ms)
+    }
 }
 
 #[cfg(test)]
@@ -137,29 +211,30 @@ mod tests {
 
     #[test]
     fn defaults_hold_without_overrides() {
-        let s = LlmSettings::from_lookup(|_| None).expect("defaults are valid");
+        let s = LlmConfig::default().settings().expect("defaults are valid");
         assert_eq!(s, LlmSettings::default());
         assert_eq!(s.run_deadline, Duration::from_secs(120));
     }
 
     #[test]
     fn overrides_are_read_and_validated() {
-        let s = LlmSettings::from_lookup(|name| match name {
-            env::CALL_TIMEOUT_MS => Some("1500".into()),
-            env::MAX_RETRIES => Some("4".into()),
-            env::RUN_DEADLINE_MS => Some("60000".into()),
-            _ => None,
-        })
-        .expect("valid");
+        let c = LlmConfig {
+            call_timeout_ms: 1500,
+            max_retries: 4,
+            run_deadline_ms: 60_000,
+            ..LlmConfig::default()
+        };
+        let s = c.settings().expect("valid");
         assert_eq!(s.call_timeout, Duration::from_millis(1500));
         assert_eq!(s.max_retries, 4);
         assert_eq!(s.run_deadline, Duration::from_secs(60));
 
-        let err = LlmSettings::from_lookup(|name| (name == env::CALLS_PER_SECOND).then(|| "0".into()))
-            .expect_err("zero rate");
+        let err =
+            LlmConfig { calls_per_second: 0, ..LlmConfig::default() }.settings().expect_err("zero rate");
         assert!(err.to_string().contains(env::CALLS_PER_SECOND), "{err}");
-        let err = LlmSettings::from_lookup(|name| (name == env::MAX_RETRIES).then(|| "three".into()))
-            .expect_err("not a number");
+        assert_eq!(err.setting(), "llm.calls_per_second");
+        let err = LlmConfig { max_retries: 11, ..LlmConfig::default() }.settings().expect_err("unbounded");
         assert!(err.to_string().contains(env::MAX_RETRIES), "{err}");
+        assert_eq!(err.setting(), "llm.max_retries");
     }
 }

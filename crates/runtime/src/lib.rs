@@ -15,6 +15,8 @@
 //!   every relay, in both modes.
 //! - [`alerts`]: [`OpsAlerts`], independent of the Hero tooling.
 //! - [`harness`]: [`InProcessRuntime`], the pieces wired on one set of stores.
+//! - [`settings`]: the `[relay]`, `[timers]`, `[worker]` and `[shutdown]` sections of the
+//!   configuration, and [`RuntimeConfig::from_settings`].
 //! - [`shutdown`]: stopping the loops.
 //! - [`crash`]: crash points for the crash tests (`LOAD_AGENT_CRASH_AT`).
 //! - [`eval`]: `load-agent eval` ([`eval::run_eval`]).
@@ -36,6 +38,7 @@ pub mod limit;
 pub mod pump;
 pub mod queue;
 pub mod relay;
+pub mod settings;
 pub mod shutdown;
 pub mod snapshot;
 pub mod stages;
@@ -52,10 +55,11 @@ pub use delivery::{
 pub use eval::{EvalError, EvalSummary, run_eval};
 pub use group_commit::{GroupCommit, GroupCommitConfig};
 pub use harness::{InProcessRuntime, RuntimeConfig, SettleError, SettleReport};
-pub use limit::{ContactLimit, ContactLimitedOutbox, ContactSendLimiter, SendLimits};
+pub use limit::{ContactLimit, ContactLimitedOutbox, ContactSendLimiter, SendLimits, SendLimitsSetting};
 pub use pump::{PumpConfig, PumpReport, TimerPump, timer_fired_event};
 pub use queue::{Delivery, InProcessQueue, LoadQueue, QueueError};
 pub use relay::{Relay, RelayConfig, RelayReport, RetryPolicy};
+pub use settings::{RelaySettings, ShutdownSettings, TimerSettings, WorkerSettings};
 pub use shutdown::{Shutdown, ShutdownTrigger, shutdown_channel};
 pub use snapshot::{LogProjection, SnapshotSource};
 pub use stages::{Stage, StageSink};

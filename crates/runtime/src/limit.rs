@@ -103,6 +103,49 @@ impl SendLimits {
     }
 }
 
+/// The `relay.send_limits` setting: its text as written (what `config --print` shows) and the
+/// limits parsed from it once, when the configuration is read (a bad spec is refused there,
+/// naming the setting).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendLimitsSetting {
+    text: String,
+    limits: SendLimits,
+}
+
+impl SendLimitsSetting {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        Ok(SendLimitsSetting { text: text.to_owned(), limits: SendLimits::parse(text)? })
+    }
+
+    pub fn limits(&self) -> &SendLimits {
+        &self.limits
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl Default for SendLimitsSetting {
+    /// `sms=6/1h`, [`SendLimits::default`].
+    fn default() -> Self {
+        SendLimitsSetting { text: "sms=6/1h".to_owned(), limits: SendLimits::default() }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SendLimitsSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(d)?;
+        SendLimitsSetting::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+impl serde::Serialize for SendLimitsSetting {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
 fn parse_period(s: &str) -> Option<Duration> {
     let unit = match s.chars().last()? {
         's' => 1,

@@ -27,6 +27,8 @@
 //! - [`stores`]: [`Stores`] (the handles of one database) and [`StoreOptions`], shared by the
 //!   backends.
 //! - [`open`]: [`open_store`] from a URL (which picks the backend), [`migrate`].
+//! - [`settings`]: the `[database]` and `[lifecycle]` sections of the configuration
+//!   ([`DatabaseSettings`], [`DatabaseUrl`] with its password masked, [`LifecycleSettings`]).
 //!
 //! Migrations live in `migrations/{postgres,sqlite}/` at the workspace root and are embedded.
 //!
@@ -43,6 +45,7 @@ pub mod lock;
 pub mod open;
 pub mod outbox;
 pub mod postgres;
+pub mod settings;
 pub mod sqlite;
 pub mod stores;
 pub mod timers;
@@ -64,6 +67,7 @@ pub use outbox::{
     ClaimedRow, DEFAULT_LEASE, DispatchedMark, NewOutboxRow, NextAttempt, Outbox, OutboxRowView, OutboxStatus,
 };
 pub use postgres::PgStore;
+pub use settings::{DatabaseSettings, DatabaseUrl, LifecycleSettings};
 pub use sqlite::SqliteStore;
 pub use stores::{StoreOptions, Stores};
 pub use timers::{TimerRow, TimerStatus, TimerStore, TimerView};

@@ -86,7 +86,7 @@ pub fn run(settings: &Settings, cmd: DlqCommand) -> Result<(), CliError> {
             "load-agent dlq: kafka.brokers is empty (set LOAD_AGENT_KAFKA_BROKERS)",
         ));
     }
-    let kafka = crate::commands::production::kafka_config(settings);
+    let kafka = settings.kafka_config();
     let rt = crate::commands::store_cmds::runtime()?;
     let read = |filter: DlqFilter| {
         rt.block_on(read_dlq(&kafka, &filter))

@@ -18,7 +18,7 @@ pub async fn run(settings: &Settings, role: Role) -> Result<(), CliError> {
 }
 
 #[cfg(feature = "kafka")]
-pub use imp::{Pipeline, kafka_config};
+pub use imp::Pipeline;
 
 /// `load-agent topics ...`.
 #[cfg(feature = "kafka")]
@@ -55,7 +55,7 @@ pub fn run_topics(settings: &Settings, cmd: TopicsCommand) -> Result<(), CliErro
             "load-agent topics ensure: --partitions and --replication-factor must be at least 1",
         ));
     }
-    let kafka = kafka_config(settings);
+    let kafka = settings.kafka_config();
     let topics = kafka.all_topics();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -86,24 +86,11 @@ mod imp {
     use tokio::task::JoinSet;
     use tracing::{error, info};
 
-    use crate::commands::service::{Role, ServiceParts, drain, runtime_config, start_http, wait_for_signal};
+    use crate::commands::service::{Role, ServiceParts, drain, start_http, wait_for_signal};
     use crate::commands::store_cmds::open;
     use crate::config::Settings;
     use crate::error::{CliError, OrExit};
     use crate::telemetry;
-
-    pub fn kafka_config(settings: &Settings) -> KafkaConfig {
-        let k = &settings.kafka;
-        let mut c = KafkaConfig::new(k.brokers.clone());
-        c.events_topic = k.events_topic.clone();
-        c.dlq_topic = k.dlq_topic.clone();
-        c.actions_topic_prefix = k.actions_topic_prefix.clone();
-        c.group_id = k.group_id.clone();
-        c.session_timeout = std::time::Duration::from_millis(k.session_timeout_ms);
-        c.heartbeat_interval = std::time::Duration::from_millis(k.heartbeat_interval_ms);
-        c.client_overrides = settings.kafka_client_overrides();
-        c
-    }
 
     /// The Kafka pipeline's loops, as `serve`, `worker`, `relay`, `timer-pump` and `loadtest`
     /// run them.
@@ -121,7 +108,7 @@ mod imp {
         pub fn spawn(self, role: Role, tasks: &mut JoinSet<()>, shutdown: &Shutdown) -> Result<(), CliError> {
             let Pipeline { settings, stores, kafka, registry, parts, clock } = self;
             let ServiceParts { agent, llm, limits } = parts;
-            let rc = runtime_config(settings);
+            let rc = settings.runtime();
             // With the worker in this process, its commits wake the relay (no poll wait).
             let mut commit_signal = None;
             if matches!(role, Role::All | Role::Worker) {
@@ -166,7 +153,7 @@ mod imp {
     pub async fn run(settings: &Settings, role: Role) -> Result<(), CliError> {
         let metrics = telemetry::init_metrics().or_fail("load-agent")?;
         let stores = open(settings).await?;
-        let mut kafka = kafka_config(settings);
+        let mut kafka = settings.kafka_config();
         // A Confluent-compatible registry, when configured, gives the schema ids; otherwise the
         // embedded registry's fixed ids frame every record.
         let registry = if settings.kafka.schema_registry_url.is_empty() {

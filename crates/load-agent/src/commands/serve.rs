@@ -14,7 +14,7 @@ use load_agent_domain::pii;
 use load_agent_runtime::{FakeServices, InProcessRuntime, LogDeadLetters, SystemClock, shutdown_channel};
 use tracing::info;
 
-use crate::commands::service::{Role, ServiceParts, drain, runtime_config, start_http, wait_for_signal};
+use crate::commands::service::{Role, ServiceParts, drain, start_http, wait_for_signal};
 use crate::commands::store_cmds::{open, runtime};
 use crate::config::Settings;
 use crate::error::{CliError, OrExit};
@@ -94,5 +94,5 @@ pub fn embedded_runtime(
         )),
         ..stores.clone()
     };
-    Arc::new(InProcessRuntime::new(limited, agent, llm, clock, fakes, runtime_config(settings)))
+    Arc::new(InProcessRuntime::new(limited, agent, llm, clock, fakes, settings.runtime()))
 }

@@ -1,16 +1,12 @@
 //! What `serve`, the single roles and `loadtest` share, in both modes: the [`Role`] a process
-//! runs, the [`ServiceParts`] built from the settings, the runtime's configuration and the
+//! runs, the [`ServiceParts`] built from the settings, the HTTP server, the drain and the
 //! shutdown signal. Both `serve` (embedded) and `production` (Kafka) import it, neither the other.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use load_agent_agent::Agent;
-use load_agent_runtime::{
-    CacheConfig, GroupCommitConfig, PumpConfig, RelayConfig, RetryPolicy, RuntimeConfig, Shutdown,
-    WorkerConfig,
-};
+use load_agent_runtime::Shutdown;
 use load_agent_store::Stores;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::task::{JoinHandle, JoinSet};
@@ -52,49 +48,11 @@ impl ServiceParts {
     pub fn build(settings: &Settings) -> Result<Self, CliError> {
         let fail = |e: String| CliError::bad_input(format!("load-agent: {e}"));
         let agent = Agent::embedded().map_err(|e| fail(format!("SOPs: {e}")))?;
-        let llm = settings.llm.client().map_err(|e| fail(e.to_string()))?;
-        let limits = load_agent_runtime::SendLimits::parse(&settings.relay.send_limits)
-            .map_err(|e| fail(format!("relay.send_limits: {e}")))?;
+        let llm =
+            load_agent_llm_openai::client_from_config(&settings.llm).map_err(|e| fail(e.to_string()))?;
+        // Parsed when the configuration was read.
+        let limits = settings.relay.send_limits.limits().clone();
         Ok(ServiceParts { agent: Arc::new(agent), llm, limits })
-    }
-}
-
-pub fn runtime_config(settings: &Settings) -> RuntimeConfig {
-    let r = &settings.relay;
-    RuntimeConfig {
-        worker: WorkerConfig {
-            max_conflict_retries: settings.worker.max_conflict_retries,
-            run_deadline: Duration::from_millis(settings.llm.run_deadline_ms),
-            ..WorkerConfig::default()
-        },
-        relay: RelayConfig {
-            batch: r.batch as usize,
-            idle_poll: Duration::from_millis(r.poll_ms),
-            concurrency: r.concurrency.max(1),
-            loops: r.loops.max(1),
-            retry: RetryPolicy {
-                budget: Duration::from_secs(r.retry_budget_secs),
-                base: Duration::from_millis(r.backoff_base_ms),
-                cap: Duration::from_secs(r.backoff_max_secs),
-                ..RetryPolicy::default()
-            },
-        },
-        pump: PumpConfig {
-            batch: settings.timers.batch as usize,
-            poll_interval: Duration::from_secs(settings.timers.poll_secs),
-        },
-        queue_capacity: None,
-        // Both modes keep the same snapshot cache (issue 15).
-        cache: Some(CacheConfig {
-            max_capacity: settings.worker.cache_capacity,
-            time_to_idle: Duration::from_secs(settings.worker.cache_idle_secs),
-            ..CacheConfig::default()
-        }),
-        group_commit: GroupCommitConfig {
-            window: Duration::from_millis(settings.worker.group_commit_window_ms),
-            max_batch: settings.worker.group_commit_max_batch,
-            committers: settings.worker.group_commit_committers,
-        },
     }
 }
 
@@ -168,7 +126,7 @@ pub async fn drain(
     mut tasks: JoinSet<()>,
     server: JoinHandle<()>,
 ) -> Result<(), CliError> {
-    let drained = tokio::time::timeout(Duration::from_secs(settings.shutdown.grace_secs), async {
+    let drained = tokio::time::timeout(settings.shutdown.grace(), async {
         while tasks.join_next().await.is_some() {}
         let _ = server.await;
     })

@@ -38,7 +38,8 @@ pub fn run(
             let text = std::fs::read_to_string(&file)
                 .or_bad_input(format!("load-agent sop compile: {}", file.display()))?;
             let templates = Templates::embedded().or_bad_input("load-agent sop compile")?;
-            let llm = settings.llm.client().or_bad_input("load-agent sop compile")?;
+            let llm = load_agent_llm_openai::client_from_config(&settings.llm)
+                .or_bad_input("load-agent sop compile")?;
             let id = id.unwrap_or_else(|| super::sop_compile::sop_id_of(&file));
             let out = out.unwrap_or_else(|| super::sop_compile::default_out(&file));
             let rt = super::store_cmds::runtime()?;

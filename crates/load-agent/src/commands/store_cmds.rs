@@ -2,7 +2,7 @@
 //! `console rebuild`; and [`with_store`], through which every one-shot command opens the store.
 
 use clap::Args;
-use load_agent_store::{StoreOptions, Stores, migrate, open_store_with};
+use load_agent_store::{Stores, migrate, open_store_with};
 
 use crate::config::Settings;
 use crate::error::{CliError, OrExit};
@@ -16,18 +16,9 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         .or_bad_input("load-agent: cannot start the runtime")
 }
 
-/// The store of the settings: `database.url`, its pool size, and the relay's claim lease.
-pub fn store_options(settings: &Settings) -> StoreOptions {
-    StoreOptions {
-        lease: std::time::Duration::from_secs(settings.relay.lease_secs),
-        max_connections: settings.database.max_connections,
-        ..StoreOptions::default()
-    }
-}
-
 /// Opens the settings' store; the error names `database.url`, masked (exit 1).
 pub async fn open(settings: &Settings) -> Result<Stores, CliError> {
-    open_store_with(settings.database.url.expose(), &store_options(settings))
+    open_store_with(settings.database.url.expose(), &settings.store_options())
         .await
         .or_fail(format!("load-agent: database.url ({})", settings.database.url.masked()))
 }

@@ -32,7 +32,7 @@ use tokio::task::JoinSet;
 use self::probe::{Latency, Probe, WindowFigures};
 use self::traffic::{Mix, Traffic};
 use crate::commands::service::ServiceParts;
-use crate::commands::store_cmds::{runtime, store_options};
+use crate::commands::store_cmds::runtime;
 use crate::config::Settings;
 use crate::error::{CliError, OrExit};
 
@@ -179,7 +179,7 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> Result<(), CliErr
             eprintln!("loadtest: pgbench {} clients: {:.0} appends/s", f.clients, f.appends_per_sec);
         }
     }
-    let stores = open_store_with(&url, &store_options(settings))
+    let stores = open_store_with(&url, &settings.store_options())
         .await
         .or_fail("load-agent loadtest: --database-url")?;
     let parts = ServiceParts::build(settings)?;
@@ -264,10 +264,9 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> Result<(), CliErr
     .await;
     trigger.shutdown();
     let lags = sampler.await.unwrap_or_default();
-    let _ = tokio::time::timeout(Duration::from_secs(settings.shutdown.grace_secs), async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
+    let _ =
+        tokio::time::timeout(settings.shutdown.grace(), async { while tasks.join_next().await.is_some() {} })
+            .await;
 
     let window = probe.window(warm_end, end);
     let broker_floor_ms = match floor {
@@ -537,7 +536,7 @@ mod kafka {
     use load_agent_kafka::{KafkaEventPublisher, ensure_topics};
 
     use super::*;
-    use crate::commands::production::{Pipeline, kafka_config};
+    use crate::commands::production::Pipeline;
     use crate::commands::service::Role;
 
     #[allow(clippy::too_many_arguments)]
@@ -553,7 +552,7 @@ mod kafka {
     ) -> Result<Started, CliError> {
         let mut s = settings.clone();
         s.kafka.brokers = brokers.to_owned();
-        let mut kafka = kafka_config(&s);
+        let mut kafka = s.kafka_config();
         // Its own topics and group: a load test never writes to the service's topics.
         let prefix = format!("load-agent-loadtest-{run_id}");
         kafka.events_topic = format!("{prefix}.events");
