@@ -1,16 +1,12 @@
 //! Messages (SMS, email, Slack) classified: who sent one (a contact of the load or not) and
 //! what it means, from words that need no model (an acknowledgement, a sign of confusion), else
-//! from triage. `on_message` classifies, then acts on the classification (`intent::act`, sync),
-//! then calls the planner when the act leaves it to the planner.
+//! from triage. What is done about it is `intent::act`'s.
 
-use load_agent_domain::{Contact, DecisionPath, EmailThread, MessageChannel, OpenAsk};
+use load_agent_domain::{Contact, EmailThread, MessageChannel, OpenAsk};
 use load_agent_llm::{LlmError, LlmOutput, TriageRequest, TriageResult};
 use load_agent_triage::Intent;
 
 use super::Deps;
-use super::decision::Decision;
-use super::intent::{self, ToPlanner};
-use super::planner::plan;
 use crate::context::Ctx;
 
 /// One message event: its channel, sender and text.
@@ -49,18 +45,9 @@ pub(super) enum Triage {
     Failed(LlmError),
 }
 
-/// Classifies the message, acts on it and, when that leaves it to the planner, plans.
-pub(super) async fn on_message(ctx: &Ctx<'_>, d: &mut Decision, deps: &Deps<'_>, msg: Message<'_>) {
-    d.path = DecisionPath::Triage;
-    let classification = classify(ctx, deps, &msg).await;
-    if let Some(ToPlanner { contact, why }) = intent::act(ctx, d, &msg, classification) {
-        plan(ctx, d, deps, contact, msg.text, why).await;
-    }
-}
-
 /// The sender, the ask open for them and the intent; triage (the model) is called only when
 /// the sender is known and the words alone do not tell.
-async fn classify<'a>(ctx: &Ctx<'a>, deps: &Deps<'_>, msg: &Message<'_>) -> Classification<'a> {
+pub(super) async fn classify<'a>(ctx: &Ctx<'a>, deps: &Deps<'_>, msg: &Message<'_>) -> Classification<'a> {
     let Some(contact) = ctx.load.resolve_sender(msg.from) else {
         return Classification::UnknownSender;
     };

@@ -11,7 +11,8 @@
 //! - `executor`: the SOP executor, opening asks and taking their steps (timers land here);
 //! - `message`: an SMS, email or Slack message classified (sender, quick words, triage);
 //! - `intent`: a classified message acted on, a sync function of the state and the
-//!   classification;
+//!   classification (`on_message`, below: classify, act, then the planner if the act leaves it
+//!   to the planner);
 //! - `planner`: the planner fallback (the one other model call of a message);
 //! - `attachment`: documents; `outcome`: action outcomes.
 
@@ -25,7 +26,9 @@ mod planner;
 mod tracking;
 
 use chrono::{DateTime, Utc};
-use load_agent_domain::{DecisionRecord, EmailThread, EventKind, InboundEvent, LoadState, MessageChannel};
+use load_agent_domain::{
+    DecisionPath, DecisionRecord, EmailThread, EventKind, InboundEvent, LoadState, MessageChannel,
+};
 use load_agent_llm::{DocumentRequest, LlmClient};
 
 use crate::context::Ctx;
@@ -34,6 +37,7 @@ use crate::templates::Templates;
 
 use decision::Decision;
 pub use decision::hero_fallback_record;
+use intent::ToPlanner;
 use message::{EmailReply, Message};
 
 /// What the agent knows that does not change per event: SOPs and templates.
@@ -109,16 +113,16 @@ pub async fn process_event(state: &LoadState, event: &InboundEvent, deps: &Deps<
         EventKind::TimerFired { ask_id, attempt, .. } => executor::on_timer(&ctx, &mut d, ask_id, *attempt),
         EventKind::Sms { from, text } => {
             let msg = Message { channel: MessageChannel::Sms, from, text, email: None };
-            message::on_message(&ctx, &mut d, deps, msg).await
+            on_message(&ctx, &mut d, deps, msg).await
         }
         EventKind::Email { from, subject, text, thread } => {
             let reply = EmailReply { subject: subject.clone(), thread: thread.unwrap_or(EmailThread::Main) };
             let msg = Message { channel: MessageChannel::Email, from, text, email: Some(reply) };
-            message::on_message(&ctx, &mut d, deps, msg).await
+            on_message(&ctx, &mut d, deps, msg).await
         }
         EventKind::Slack { from, text } => {
             let msg = Message { channel: MessageChannel::Slack, from, text, email: None };
-            message::on_message(&ctx, &mut d, deps, msg).await
+            on_message(&ctx, &mut d, deps, msg).await
         }
         EventKind::Attachment { from, filename, content_type, content_ref, extracted, .. } => {
             let req = DocumentRequest {
@@ -149,6 +153,15 @@ pub async fn process_event(state: &LoadState, event: &InboundEvent, deps: &Deps<
         ),
     }
     Processed::Decided(d.finish(&ctx))
+}
+
+/// Classifies the message, acts on it and, when that leaves it to the planner, plans.
+async fn on_message(ctx: &Ctx<'_>, d: &mut Decision, deps: &Deps<'_>, msg: Message<'_>) {
+    d.path = DecisionPath::Triage;
+    let classification = message::classify(ctx, deps, &msg).await;
+    if let Some(ToPlanner { contact, why }) = intent::act(ctx, d, &msg, classification) {
+        planner::plan(ctx, d, deps, contact, msg.text, why).await;
+    }
 }
 
 /// A temperature as people write it: `34` or `34.5`.
