@@ -110,7 +110,8 @@ mod tests {
     //! Every metric has one name, one constant and one kind: no `counter!`, `gauge!` or
     //! `histogram!` under crates/ names a metric with a string of its own, no two constants
     //! share a name, and no name is used as two kinds (a gauge and a histogram under one name
-    //! would break the exposition and the alert rules).
+    //! would break the exposition and the alert rules); what deploy/ and the docs name is one of
+    //! them.
 
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::{Path, PathBuf};
@@ -203,6 +204,39 @@ mod tests {
             kinds.get("load_agent_timer_lag_seconds").map(|k| k.iter().copied().collect::<Vec<_>>()),
             Some(vec!["gauge"])
         );
+
+        // What the alert rules, their tests, the dashboard and the docs name is a metric.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        for file in [
+            "deploy/prometheus/alerts.yml",
+            "deploy/prometheus/alerts.test.yml",
+            "deploy/grafana/load-agent.json",
+            "docs/operations.md",
+            "docs/runtime.md",
+            "docs/kafka.md",
+        ] {
+            let text = std::fs::read_to_string(root.join(file)).expect("a committed file");
+            let mut named = 0;
+            for (at, _) in text.match_indices("load_agent_") {
+                if text[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let tail = &text[at..];
+                let end = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
+                if tail[end..].starts_with("::") {
+                    continue; // a crate's path, not a metric
+                }
+                let name = &tail[..end];
+                let base =
+                    ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(name);
+                assert!(
+                    names.iter().any(|n| n.as_str() == name || n.as_str() == base),
+                    "{file} names {name}, which no metric_names constant is"
+                );
+                named += 1;
+            }
+            assert!(named > 0, "{file} names no metric");
+        }
 
         // What init_metrics describes: each once, as the kind it is used as.
         let described: BTreeSet<&str> = METRICS.iter().map(|(n, _)| *n).collect();
