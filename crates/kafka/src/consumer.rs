@@ -49,6 +49,7 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::config::KafkaConfig;
 use crate::dlq::{KAFKA_DEFAULT_MAX_MESSAGE_BYTES, PRODUCER_MAX_BYTES, REDUCED_MAX_BYTES};
+use crate::metric_names as names;
 use crate::partition::PartitionWork;
 use crate::process::{RecordOutcome, RecordProcessor};
 use crate::produce::{DlqProducer, DlqWritten};
@@ -215,7 +216,7 @@ impl Shared {
     /// Sleeps before a retry; false when the partition was closed meanwhile (give up).
     async fn pause_before_retry(&self, tp: &Tp, generation: u64, attempt: u32) -> bool {
         self.counters.retries.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("load_agent_consumer_retries_total").increment(1);
+        metrics::counter!(names::CONSUMER_RETRIES_TOTAL).increment(1);
         let closed = self.closed.notified();
         tokio::select! {
             _ = tokio::time::sleep(self.config.backoff(attempt)) => {}
@@ -282,7 +283,7 @@ impl Shared {
         let result = if pause { consumer.pause(&tpl) } else { consumer.resume(&tpl) };
         match result {
             Ok(()) => {
-                metrics::counter!("load_agent_consumer_pauses_total", "action" => if pause { "pause" } else { "resume" })
+                metrics::counter!(names::CONSUMER_PAUSES_TOTAL, "action" => if pause { "pause" } else { "resume" })
                     .increment(1);
                 debug!(topic = %tp.0, partition = tp.1, pause, "backpressure");
             }
@@ -295,7 +296,7 @@ impl Shared {
     fn revoke(&self, consumer: &BaseConsumer<PartitionContext>, tpl: &TopicPartitionList) {
         let tps: Vec<Tp> = tpl.elements().iter().map(|e| (e.topic().to_owned(), e.partition())).collect();
         self.counters.revocations.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("load_agent_consumer_rebalances_total", "kind" => "revoke").increment(1);
+        metrics::counter!(names::CONSUMER_REBALANCES_TOTAL, "kind" => "revoke").increment(1);
         let mut st = self.lock();
         let mut dropped = 0;
         for tp in &tps {
@@ -332,7 +333,7 @@ impl Shared {
         }
         drop(st);
         if still_running > 0 {
-            metrics::counter!("load_agent_consumer_abandoned_total").increment(still_running as u64);
+            metrics::counter!(names::CONSUMER_ABANDONED_TOTAL).increment(still_running as u64);
             warn!(
                 still_running,
                 waited_ms = started.elapsed().as_millis() as u64,
@@ -379,7 +380,7 @@ impl Shared {
     }
 
     fn assign(&self, tpl: &TopicPartitionList) {
-        metrics::counter!("load_agent_consumer_rebalances_total", "kind" => "assign").increment(1);
+        metrics::counter!(names::CONSUMER_REBALANCES_TOTAL, "kind" => "assign").increment(1);
         let mut st = self.lock();
         for e in tpl.elements() {
             st.assign((e.topic().to_owned(), e.partition()));
@@ -401,7 +402,7 @@ impl ClientContext for PartitionContext {
                 // -1 marks an internal partition or one with no committed position yet.
                 if *partition >= 0 && p.consumer_lag >= 0 {
                     metrics::gauge!(
-                        "load_agent_consumer_lag",
+                        names::CONSUMER_LAG,
                         "topic" => topic.clone(),
                         "partition" => partition.to_string()
                     )
@@ -433,10 +434,10 @@ impl ConsumerContext for PartitionContext {
 
     fn commit_callback(&self, result: KafkaResult<()>, _offsets: &TopicPartitionList) {
         match result {
-            Ok(()) => metrics::counter!("load_agent_consumer_commits_total", "result" => "ok").increment(1),
+            Ok(()) => metrics::counter!(names::CONSUMER_COMMITS_TOTAL, "result" => "ok").increment(1),
             Err(KafkaError::ConsumerCommit(rdkafka::types::RDKafkaErrorCode::NoOffset)) => {}
             Err(e) => {
-                metrics::counter!("load_agent_consumer_commits_total", "result" => "error").increment(1);
+                metrics::counter!(names::CONSUMER_COMMITS_TOTAL, "result" => "error").increment(1);
                 warn!(error = %e, "offset commit failed");
             }
         }
@@ -519,7 +520,7 @@ pub async fn consume(
                 }
                 Err(e) => {
                     errors_in_a_row += 1;
-                    metrics::counter!("load_agent_consumer_errors_total").increment(1);
+                    metrics::counter!(names::CONSUMER_ERRORS_TOTAL).increment(1);
                     warn!(error = %e, "consumer error");
                     let pause = Duration::from_millis(100).saturating_mul(errors_in_a_row.min(50));
                     tokio::time::sleep(pause).await;
@@ -611,7 +612,7 @@ async fn close(consumer: Arc<KafkaConsumer>) {
         return;
     }
     if tokio::time::timeout(CLOSE_TIMEOUT, closed).await.is_err() {
-        metrics::counter!("load_agent_consumer_close_timeouts_total").increment(1);
+        metrics::counter!(names::CONSUMER_CLOSE_TIMEOUTS_TOTAL).increment(1);
         error!(
             timeout_s = CLOSE_TIMEOUT.as_secs(),
             "the Kafka consumer did not close in time; left behind (the group drops it after session.timeout.ms)"
@@ -750,7 +751,7 @@ impl Runner {
                     match self.dlq.write(record, &dead).await {
                         Ok(written) => {
                             self.shared.counters.dead_letters.fetch_add(1, Ordering::Relaxed);
-                            metrics::counter!("load_agent_dead_letters_total",
+                            metrics::counter!(names::DEAD_LETTERS_TOTAL,
                                 "kind" => dead.kind.as_str(), "code" => dead.code, "form" => written.form())
                             .increment(1);
                             match &written {

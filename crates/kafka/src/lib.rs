@@ -19,6 +19,7 @@
 //! - [`floor`]: the broker's own produce → consume latency with the service's settings (the
 //!   load test's floor, feature `broker`).
 //! - [`admin`]: [`ensure_topics`], creating the topics.
+//! - [`metric_names`]: the name of every metric this crate emits (one constant each).
 //! - [`registry`]: a Confluent-compatible schema registry: registering our schemas (producer
 //!   ids) and decoding records framed with its ids (feature `broker`).
 //! - [`dump`], [`replay`], [`dump_spec`]: `load-agent dump`, `load-agent replay`, and the
@@ -48,6 +49,7 @@ pub mod dump_kafka;
 pub mod dump_spec;
 #[cfg(feature = "broker")]
 pub mod floor;
+pub mod metric_names;
 pub mod partition;
 pub mod process;
 #[cfg(feature = "broker")]

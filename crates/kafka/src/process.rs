@@ -14,6 +14,7 @@ use load_agent_domain::DecisionRecord;
 use load_agent_runtime::{RunOutcome, Worker};
 use tracing::warn;
 
+use crate::metric_names as names;
 use crate::record::InboundRecord;
 
 load_agent_domain::spelled_enum! {
@@ -242,7 +243,7 @@ impl RecordProcessor {
                 "record dead-lettered"
             );
         }
-        metrics::counter!("load_agent_records_total", "outcome" => outcome.label()).increment(1);
+        metrics::counter!(names::RECORDS_TOTAL, "outcome" => outcome.label()).increment(1);
         outcome
     }
 }

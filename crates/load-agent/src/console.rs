@@ -9,13 +9,15 @@
 //!   contacts, the timeline with each decision's path, intent and probability, rationale, SOP
 //!   step and LLM cost, and every outbox row with its delivery.
 //!
-//! Access follows the HTTP surface's token rule (`http.token`): a browser cannot send an
-//! `Authorization` header, so `/login` takes the token once and sets an `HttpOnly`,
-//! `SameSite=Strict` cookie holding a digest of it (never the token), which authorizes GET
-//! requests only. Message text and phone numbers are shown to that authorized operator and are
+//! Access follows the HTTP surface's token rule (`http.token`, the `access` module): a browser
+//! cannot send an `Authorization` header, so `/login` takes the token once and sets an
+//! `HttpOnly`, `SameSite=Strict` cookie holding a digest of it (never the token), which
+//! authorizes GET requests only. The handlers read a `ConsoleState`, which the HTTP surface's
+//! state gives; this module does not import `http`. Message text and phone numbers are shown to that authorized operator and are
 //! never logged (docs/security.md).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::Form;
 use axum::extract::rejection::{FormRejection, QueryRejection};
@@ -24,16 +26,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::{DateTime, TimeDelta, Utc};
 use load_agent_domain::{EventKind, LogEntry, Stage};
-use load_agent_store::{AttentionPage, AttentionQuery, AttentionReason, AttentionRow, TimerView};
+use load_agent_store::{AttentionPage, AttentionQuery, AttentionReason, AttentionRow, LoadIndex, TimerView};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
-use crate::http::HttpState;
+use crate::access::{self, COOKIE};
 use crate::timeline::{self, LoadView, describe_action, describe_event, short_time};
-
-/// The cookie `/login` sets.
-pub const COOKIE: &str = "load_agent_console";
 
 /// How the console lists loads (the `[console]` settings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,22 +56,14 @@ impl Default for ConsoleConfig {
     }
 }
 
-/// The cookie value that stands for `token`: a digest, so the cookie never holds the token.
-pub fn cookie_value(token: &str) -> String {
-    let digest =
-        Sha256::new().chain_update(b"load-agent console v1\0").chain_update(token.as_bytes()).finalize();
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The console cookie of a request, if any.
-pub fn cookie_of(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find_map(|(name, value)| (name == COOKIE).then_some(value))
+/// What the console's handlers read: the attention list, the token (`http.token`) and the
+/// `[console]` settings. The HTTP surface's state gives it (`FromRef`), so the console does not
+/// know that state.
+#[derive(Clone)]
+pub struct ConsoleState {
+    pub index: Arc<dyn LoadIndex>,
+    pub token: Option<String>,
+    pub config: ConsoleConfig,
 }
 
 /// Whether a request asks for a page (a browser navigating) rather than data.
@@ -206,7 +196,7 @@ fn ago(now: DateTime<Utc>, t: DateTime<Utc>) -> String {
 
 /// `GET /`: the loads that need attention.
 pub async fn attention(
-    State(state): State<HttpState>,
+    State(state): State<ConsoleState>,
     params: Result<Query<AttentionParams>, QueryRejection>,
 ) -> Response {
     let mut problems = Vec::new();
@@ -217,7 +207,7 @@ pub async fn attention(
             AttentionParams::default()
         }
     };
-    let config = state.console;
+    let config = state.config;
     let blank = |v: &Option<String>| v.as_deref().filter(|v| !v.is_empty()).map(str::to_owned);
     let stage = match blank(&params.stage) {
         None => None,
@@ -251,7 +241,7 @@ pub async fn attention(
         offset: (page_no - 1).saturating_mul(config.page_size),
         limit: config.page_size,
     };
-    let mut listed = state.stores.index.attention(&query).await;
+    let mut listed = state.index.attention(&query).await;
     // A page past the end (loads were resolved while it was open and it refreshed): the last page.
     if let Ok(list) = &listed
         && list.rows.is_empty()
@@ -262,7 +252,7 @@ pub async fn attention(
         problems.push(format!("page {page_no} is past the end: showing page {last}"));
         page_no = last;
         query.offset = (last - 1).saturating_mul(config.page_size);
-        listed = state.stores.index.attention(&query).await;
+        listed = state.index.attention(&query).await;
     }
     match listed {
         Ok(list) => {
@@ -548,7 +538,7 @@ fn event_text(kind: &EventKind) -> Markup {
 }
 
 /// `GET /login`: the token form (straight to `/` when no token is set).
-pub async fn login_form(State(state): State<HttpState>) -> Response {
+pub async fn login_form(State(state): State<ConsoleState>) -> Response {
     if state.token.is_none() {
         return Redirect::to("/").into_response();
     }
@@ -595,14 +585,17 @@ pub struct LoginForm {
 }
 
 /// `POST /login`: a right token sets the console cookie and goes back to the page asked for.
-pub async fn login(State(state): State<HttpState>, form: Result<Form<LoginForm>, FormRejection>) -> Response {
+pub async fn login(
+    State(state): State<ConsoleState>,
+    form: Result<Form<LoginForm>, FormRejection>,
+) -> Response {
     let Some(token) = &state.token else { return Redirect::to("/").into_response() };
     let (given, next) = form.map(|Form(f)| (f.token, f.next)).unwrap_or_default();
-    if !crate::http::constant_time_eq(given.as_bytes(), token.as_bytes()) {
+    if !access::token_matches(&given, token) {
         return login_page(StatusCode::UNAUTHORIZED, Some("That is not the token."), next.as_deref());
     }
     let cookie =
-        format!("{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200", cookie_value(token));
+        format!("{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200", access::cookie_value(token));
     let mut resp = Redirect::to(local_path(next.as_deref())).into_response();
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
@@ -634,173 +627,10 @@ pub fn unauthorized_page(asked: &str) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::AtomicBool;
-
-    use axum::body::Body;
-    use axum::http::Request;
-    use load_agent_domain::{InboundEvent, LoadSummary};
-    use tower::ServiceExt;
+    //! The pages' helpers; the console through the router (sign-in, the list, a load's page,
+    //! filters) is tested with the router, in `http`.
 
     use super::*;
-    use crate::http::router;
-
-    const TOKEN: &str = "console-test-token";
-
-    /// A router over a SQLite store holding one load with an urgent Hero task a minute ago.
-    async fn console() -> axum::Router {
-        let stores = load_agent_store::open_store("sqlite::memory:").await.expect("a SQLite store");
-        let at = Utc::now() - TimeDelta::minutes(1);
-        let sms = LogEntry::Event(InboundEvent {
-            event_id: "sms_1".into(),
-            load_id: "L-900".into(),
-            occurred_at: at,
-            kind: EventKind::Sms { from: "driver".into(), text: "truck broke down on I-80".into() },
-        });
-        let summary = LoadSummary {
-            client: Some("client_a".into()),
-            stage: Stage::ToDelivery,
-            version: 1,
-            open_asks: 0,
-            escalated_asks: 0,
-            escalated_since: None,
-            urgent_task_at: Some(at),
-            updated_at: at,
-        };
-        stores.events.append_summarized("L-900", &[sms], 0, &[], Some(&summary)).await.expect("append");
-        router(HttpState {
-            stores,
-            metrics: metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder().handle(),
-            publish: None,
-            token: Some(TOKEN.into()),
-            ready: Arc::new(AtomicBool::new(true)),
-            console: ConsoleConfig::default(),
-        })
-    }
-
-    async fn get(router: &axum::Router, req: Request<Body>) -> (StatusCode, HeaderMap, String) {
-        let resp = router.clone().oneshot(req).await.expect("infallible");
-        let (status, headers) = (resp.status(), resp.headers().clone());
-        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("body");
-        (status, headers, String::from_utf8_lossy(&bytes).into_owned())
-    }
-
-    fn browser(method: &str, uri: &str) -> axum::http::request::Builder {
-        Request::builder().method(method).uri(uri).header(header::ACCEPT, "text/html,application/xhtml+xml")
-    }
-
-    #[tokio::test]
-    async fn a_browser_signs_in_with_the_token_and_then_sees_the_list_and_the_load() {
-        let router = console().await;
-        // No token: the sign-in page, 401.
-        let (status, _, body) = get(&router, browser("GET", "/").body(Body::empty()).expect("req")).await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED);
-        assert!(body.contains("<form id=\"login\"") && !body.contains("L-900"), "{body}");
-        // A wrong token: refused.
-        let form = |t: &str| {
-            browser("POST", "/login")
-                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-                .body(Body::from(format!("token={t}")))
-                .expect("req")
-        };
-        let (status, headers, _) = get(&router, form("nope")).await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED);
-        assert!(headers.get(header::SET_COOKIE).is_none());
-        // The token: a cookie holding its digest, and a redirect to the list.
-        let (status, headers, _) = get(&router, form(TOKEN)).await;
-        assert_eq!(status, StatusCode::SEE_OTHER);
-        let cookie =
-            headers.get(header::SET_COOKIE).and_then(|v| v.to_str().ok()).expect("a cookie").to_owned();
-        assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && !cookie.contains(TOKEN));
-        let pair = cookie.split(';').next().expect("name=value").to_owned();
-        let (status, headers, body) =
-            get(&router, browser("GET", "/").header(header::COOKIE, &pair).body(Body::empty()).expect("req"))
-                .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        assert_eq!(headers.get(header::CACHE_CONTROL).and_then(|v| v.to_str().ok()), Some("no-store"));
-        assert!(body.contains("href=\"/loads/L-900\"") && body.contains("urgent Hero task"), "{body}");
-        // The load's page, as a browser asks for it.
-        let (status, _, body) = get(
-            &router,
-            browser("GET", "/loads/L-900").header(header::COOKIE, &pair).body(Body::empty()).expect("req"),
-        )
-        .await;
-        assert_eq!(status, StatusCode::OK);
-        assert!(body.contains("truck broke down on I-80") && body.contains("id=\"timeline\""), "{body}");
-        // Signing in from a load's page comes back to it.
-        let (status, _, body) =
-            get(&router, browser("GET", "/loads/L-900?at=1").body(Body::empty()).expect("r")).await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED);
-        assert!(body.contains("name=\"next\" value=\"/loads/L-900?at=1\""), "{body}");
-        let back = browser("POST", "/login")
-            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .body(Body::from(format!("token={TOKEN}&next=%2Floads%2FL-900%3Fat%3D1")))
-            .expect("req");
-        let (_, headers, _) = get(&router, back).await;
-        assert_eq!(headers.get(header::LOCATION).and_then(|v| v.to_str().ok()), Some("/loads/L-900?at=1"));
-        // The cookie reads; it never writes.
-        let (status, _, _) = get(
-            &router,
-            Request::builder()
-                .method("POST")
-                .uri("/events")
-                .header(header::COOKIE, &pair)
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from("{}"))
-                .expect("req"),
-        )
-        .await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED);
-        // An API client with the bearer token still gets JSON from /loads/{id}.
-        let (status, headers, _) = get(
-            &router,
-            Request::builder()
-                .uri("/loads/L-900")
-                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
-                .body(Body::empty())
-                .expect("req"),
-        )
-        .await;
-        assert_eq!(status, StatusCode::OK);
-        assert_eq!(headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()), Some("application/json"));
-    }
-
-    #[tokio::test]
-    async fn filters_that_match_nothing_say_so_and_bad_ones_are_named() {
-        let router = console().await;
-        let auth = |uri: &str| {
-            browser("GET", uri)
-                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
-                .body(Body::empty())
-                .expect("r")
-        };
-        let (_, _, body) = get(&router, auth("/?client=client_b")).await;
-        assert!(body.contains("No load needs attention with these filters"), "{body}");
-        let (_, _, body) = get(&router, auth("/?stage=at_moon&reason=dead_action")).await;
-        assert!(body.contains("unknown stage") && body.contains("No load needs attention"), "{body}");
-        let (_, _, body) = get(&router, auth("/?reason=urgent_task")).await;
-        assert!(body.contains("L-900"), "{body}");
-        // A page past the end shows the last page; a malformed page keeps the filters.
-        let (_, _, body) = get(&router, auth("/?page=9")).await;
-        assert!(body.contains("past the end") && body.contains("L-900"), "{body}");
-        let (_, _, body) = get(&router, auth("/?client=client_b&page=abc")).await;
-        assert!(body.contains("not a page number") && body.contains("with these filters"), "{body}");
-    }
-
-    #[test]
-    fn the_cookie_is_a_digest_of_the_token_and_is_found_among_others() {
-        let v = cookie_value("secret-token");
-        assert_eq!(v.len(), 64);
-        assert!(!v.contains("secret"));
-        assert_ne!(v, cookie_value("other-token"));
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::COOKIE,
-            HeaderValue::from_str(&format!("a=1; {COOKIE}={v}; b=2")).expect("header"),
-        );
-        assert_eq!(cookie_of(&headers), Some(v.as_str()));
-        assert_eq!(cookie_of(&HeaderMap::new()), None);
-    }
 
     #[test]
     fn sign_in_comes_back_only_to_a_page_of_this_service() {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{FromRef, Path, Query, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -24,7 +24,8 @@ use serde::Deserialize;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{IntoParams, Modify, OpenApi};
 
-use crate::console::{self, ConsoleConfig};
+use crate::access;
+use crate::console::{self, ConsoleConfig, ConsoleState};
 use crate::timeline;
 use crate::timeline::inspect_text;
 
@@ -42,6 +43,13 @@ pub struct HttpState {
     pub ready: Arc<AtomicBool>,
     /// How the operations console lists loads (`[console]`).
     pub console: ConsoleConfig,
+}
+
+/// What the console's handlers read of this state.
+impl FromRef<HttpState> for ConsoleState {
+    fn from_ref(state: &HttpState) -> Self {
+        ConsoleState { index: state.stores.index.clone(), token: state.token.clone(), config: state.console }
+    }
 }
 
 /// The OpenAPI document of this API: every route of [`router`] has its `#[utoipa::path]` here
@@ -115,10 +123,8 @@ async fn require_token(State(state): State<HttpState>, req: Request, next: Next)
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        let by_header = given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes()));
-        let by_cookie = req.method() == Method::GET
-            && console::cookie_of(req.headers())
-                .is_some_and(|c| constant_time_eq(c.as_bytes(), console::cookie_value(token).as_bytes()));
+        let by_header = given.is_some_and(|g| access::token_matches(g, token));
+        let by_cookie = req.method() == Method::GET && access::cookie_matches(req.headers(), token);
         if !by_header && !by_cookie {
             if console::wants_html(req.headers()) {
                 let asked = req.uri().path_and_query().map_or("/", |p| p.as_str());
@@ -130,10 +136,6 @@ async fn require_token(State(state): State<HttpState>, req: Request, next: Next)
         }
     }
     next.run(req).await
-}
-
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Liveness: the process answers.
@@ -706,5 +708,175 @@ mod tests {
         assert!(accepted.is_valid(&json_of(&resp)), "{resp}");
         let (_, _, resp) = send(&f.router, "POST", "/events", Some(TOKEN), Some("{}")).await;
         assert!(bad_request.is_valid(&json_of(&resp)), "{resp}");
+    }
+
+    /// The operations console through the router: sign-in, the list, a load's page, filters
+    /// (the console's handlers behind this surface's token rule).
+    mod console_pages {
+        use axum::body::Body;
+        use axum::http::Request;
+        use chrono::{TimeDelta, Utc};
+        use load_agent_domain::{EventKind, InboundEvent, LoadSummary, LogEntry, Stage};
+        use tower::ServiceExt;
+
+        use super::super::*;
+
+        const TOKEN: &str = "console-test-token";
+
+        /// A router over a SQLite store holding one load with an urgent Hero task a minute ago.
+        async fn console() -> axum::Router {
+            let stores = load_agent_store::open_store("sqlite::memory:").await.expect("a SQLite store");
+            let at = Utc::now() - TimeDelta::minutes(1);
+            let sms = LogEntry::Event(InboundEvent {
+                event_id: "sms_1".into(),
+                load_id: "L-900".into(),
+                occurred_at: at,
+                kind: EventKind::Sms { from: "driver".into(), text: "truck broke down on I-80".into() },
+            });
+            let summary = LoadSummary {
+                client: Some("client_a".into()),
+                stage: Stage::ToDelivery,
+                version: 1,
+                open_asks: 0,
+                escalated_asks: 0,
+                escalated_since: None,
+                urgent_task_at: Some(at),
+                updated_at: at,
+            };
+            stores.events.append_summarized("L-900", &[sms], 0, &[], Some(&summary)).await.expect("append");
+            router(HttpState {
+                stores,
+                metrics: metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder().handle(),
+                publish: None,
+                token: Some(TOKEN.into()),
+                ready: Arc::new(AtomicBool::new(true)),
+                console: ConsoleConfig::default(),
+            })
+        }
+
+        async fn get(router: &axum::Router, req: Request<Body>) -> (StatusCode, HeaderMap, String) {
+            let resp = router.clone().oneshot(req).await.expect("infallible");
+            let (status, headers) = (resp.status(), resp.headers().clone());
+            let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("body");
+            (status, headers, String::from_utf8_lossy(&bytes).into_owned())
+        }
+
+        fn browser(method: &str, uri: &str) -> axum::http::request::Builder {
+            Request::builder()
+                .method(method)
+                .uri(uri)
+                .header(header::ACCEPT, "text/html,application/xhtml+xml")
+        }
+
+        #[tokio::test]
+        async fn a_browser_signs_in_with_the_token_and_then_sees_the_list_and_the_load() {
+            let router = console().await;
+            // No token: the sign-in page, 401.
+            let (status, _, body) = get(&router, browser("GET", "/").body(Body::empty()).expect("req")).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED);
+            assert!(body.contains("<form id=\"login\"") && !body.contains("L-900"), "{body}");
+            // A wrong token: refused.
+            let form = |t: &str| {
+                browser("POST", "/login")
+                    .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                    .body(Body::from(format!("token={t}")))
+                    .expect("req")
+            };
+            let (status, headers, _) = get(&router, form("nope")).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED);
+            assert!(headers.get(header::SET_COOKIE).is_none());
+            // The token: a cookie holding its digest, and a redirect to the list.
+            let (status, headers, _) = get(&router, form(TOKEN)).await;
+            assert_eq!(status, StatusCode::SEE_OTHER);
+            let cookie =
+                headers.get(header::SET_COOKIE).and_then(|v| v.to_str().ok()).expect("a cookie").to_owned();
+            assert!(
+                cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && !cookie.contains(TOKEN)
+            );
+            let pair = cookie.split(';').next().expect("name=value").to_owned();
+            let (status, headers, body) = get(
+                &router,
+                browser("GET", "/").header(header::COOKIE, &pair).body(Body::empty()).expect("req"),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            assert_eq!(headers.get(header::CACHE_CONTROL).and_then(|v| v.to_str().ok()), Some("no-store"));
+            assert!(body.contains("href=\"/loads/L-900\"") && body.contains("urgent Hero task"), "{body}");
+            // The load's page, as a browser asks for it.
+            let (status, _, body) = get(
+                &router,
+                browser("GET", "/loads/L-900")
+                    .header(header::COOKIE, &pair)
+                    .body(Body::empty())
+                    .expect("req"),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK);
+            assert!(body.contains("truck broke down on I-80") && body.contains("id=\"timeline\""), "{body}");
+            // Signing in from a load's page comes back to it.
+            let (status, _, body) =
+                get(&router, browser("GET", "/loads/L-900?at=1").body(Body::empty()).expect("r")).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED);
+            assert!(body.contains("name=\"next\" value=\"/loads/L-900?at=1\""), "{body}");
+            let back = browser("POST", "/login")
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(Body::from(format!("token={TOKEN}&next=%2Floads%2FL-900%3Fat%3D1")))
+                .expect("req");
+            let (_, headers, _) = get(&router, back).await;
+            assert_eq!(
+                headers.get(header::LOCATION).and_then(|v| v.to_str().ok()),
+                Some("/loads/L-900?at=1")
+            );
+            // The cookie reads; it never writes.
+            let (status, _, _) = get(
+                &router,
+                Request::builder()
+                    .method("POST")
+                    .uri("/events")
+                    .header(header::COOKIE, &pair)
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from("{}"))
+                    .expect("req"),
+            )
+            .await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED);
+            // An API client with the bearer token still gets JSON from /loads/{id}.
+            let (status, headers, _) = get(
+                &router,
+                Request::builder()
+                    .uri("/loads/L-900")
+                    .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+                    .body(Body::empty())
+                    .expect("req"),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(
+                headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
+                Some("application/json")
+            );
+        }
+
+        #[tokio::test]
+        async fn filters_that_match_nothing_say_so_and_bad_ones_are_named() {
+            let router = console().await;
+            let auth = |uri: &str| {
+                browser("GET", uri)
+                    .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+                    .body(Body::empty())
+                    .expect("r")
+            };
+            let (_, _, body) = get(&router, auth("/?client=client_b")).await;
+            assert!(body.contains("No load needs attention with these filters"), "{body}");
+            let (_, _, body) = get(&router, auth("/?stage=at_moon&reason=dead_action")).await;
+            assert!(body.contains("unknown stage") && body.contains("No load needs attention"), "{body}");
+            let (_, _, body) = get(&router, auth("/?reason=urgent_task")).await;
+            assert!(body.contains("L-900"), "{body}");
+            // A page past the end shows the last page; a malformed page keeps the filters.
+            let (_, _, body) = get(&router, auth("/?page=9")).await;
+            assert!(body.contains("past the end") && body.contains("L-900"), "{body}");
+            let (_, _, body) = get(&router, auth("/?client=client_b&page=abc")).await;
+            assert!(body.contains("not a page number") && body.contains("with these filters"), "{body}");
+        }
     }
 }

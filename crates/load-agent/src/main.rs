@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use error::{CliError, OrExit};
 
+mod access;
 mod commands;
 mod config;
 mod console;

@@ -9,6 +9,8 @@ use chrono::{DateTime, Utc};
 use load_agent_domain::{ActionClass, ActionKind};
 use serde::Serialize;
 
+use crate::metric_names as names;
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OpsAlert {
     pub load_id: String,
@@ -37,7 +39,7 @@ impl OpsAlerts {
 
     pub fn raise(&self, alert: OpsAlert) {
         metrics::counter!(
-            "load_agent_ops_alerts_total",
+            names::OPS_ALERTS_TOTAL,
             "class" => alert.class,
             "action" => alert.action_kind.as_str()
         )

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::metric_names as names;
 use crate::snapshot::{LogProjection, SnapshotSource};
 use async_trait::async_trait;
 use load_agent_domain::LoadState;
@@ -151,7 +152,7 @@ impl SnapshotCache {
 impl SnapshotSource for SnapshotCache {
     async fn snapshot(&self, load_id: &str) -> Result<LoadState, StoreError> {
         if let Some(cached) = self.cache.get(load_id).await {
-            self.count(&self.counters.hits, "load_agent_cache_hits_total");
+            self.count(&self.counters.hits, names::CACHE_HITS_TOTAL);
             let (entries, version) = self.events.read_since(load_id, cached.version).await?;
             if entries.is_empty() && version == cached.version {
                 return Ok((*cached).clone());
@@ -171,7 +172,7 @@ impl SnapshotSource for SnapshotCache {
             );
             self.invalidate(load_id).await;
         } else {
-            self.count(&self.counters.misses, "load_agent_cache_misses_total");
+            self.count(&self.counters.misses, names::CACHE_MISSES_TOTAL);
         }
         let state = self.projection.snapshot(load_id).await?;
         self.keep(&state).await;
@@ -187,7 +188,7 @@ impl SnapshotSource for SnapshotCache {
     }
 
     async fn invalidate(&self, load_id: &str) {
-        self.count(&self.counters.invalidations, "load_agent_cache_invalidations_total");
+        self.count(&self.counters.invalidations, names::CACHE_INVALIDATIONS_TOTAL);
         self.cache.invalidate(load_id).await;
     }
 }

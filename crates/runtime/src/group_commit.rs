@@ -33,6 +33,8 @@ use load_agent_domain::{LoadSummary, LogEntry};
 use load_agent_store::{AppendError, AppendRequest, EventStore, NewOutboxRow, StoreError, StoredEntry};
 use tokio::sync::{Notify, oneshot};
 
+use crate::metric_names as names;
+
 /// How appends are grouped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupCommitConfig {
@@ -161,12 +163,12 @@ async fn commit_batches(inner: Arc<Inner>) {
         let mut requests = Vec::with_capacity(batch.len());
         let mut replies = Vec::with_capacity(batch.len());
         for p in batch {
-            metrics::histogram!("load_agent_group_commit_wait_seconds")
+            metrics::histogram!(names::GROUP_COMMIT_WAIT_SECONDS)
                 .record(now.duration_since(p.queued).as_secs_f64());
             requests.push(p.request);
             replies.push(p.reply);
         }
-        metrics::histogram!("load_agent_group_commit_batch_size").record(requests.len() as f64);
+        metrics::histogram!(names::GROUP_COMMIT_BATCH_SIZE).record(requests.len() as f64);
         let results = inner.store.append_batch(requests).await;
         if results.iter().filter(|r| r.is_ok()).count() > 1 {
             crate::crash::crash_point("worker.group_commit");

@@ -14,6 +14,7 @@
 //! - [`limit`]: [`ContactLimitedOutbox`], the per-contact send limit (governor) in front of
 //!   every relay, in both modes.
 //! - [`alerts`]: [`OpsAlerts`], independent of the Hero tooling.
+//! - [`metric_names`]: the name of every metric this crate emits (one constant each).
 //! - [`harness`]: [`InProcessRuntime`], the pieces wired on one set of stores.
 //! - [`settings`]: the `[relay]`, `[timers]`, `[worker]` and `[shutdown]` sections of the
 //!   configuration, and [`RuntimeConfig::from_settings`].
@@ -35,6 +36,7 @@ pub mod eval;
 pub mod group_commit;
 pub mod harness;
 pub mod limit;
+pub mod metric_names;
 pub mod pump;
 pub mod queue;
 pub mod relay;

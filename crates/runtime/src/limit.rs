@@ -39,6 +39,7 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use crate::clock::Clock;
+use crate::metric_names as names;
 
 /// At most `max` messages per contact in `per`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,7 +279,7 @@ impl Outbox for ContactLimitedOutbox {
             match self.limiter.admit(&row) {
                 Admission::Now => admitted.push(row),
                 Admission::NotBefore(until) => {
-                    metrics::counter!("load_agent_send_limit_deferrals_total", "destination" => row.destination.as_str())
+                    metrics::counter!(names::SEND_LIMIT_DEFERRALS_TOTAL, "destination" => row.destination.as_str())
                         .increment(1);
                     match self.inner.mark_deferred(&row.id, row.claim_token, until, now).await {
                         Ok(()) => {

@@ -15,6 +15,7 @@ use serde::Serialize;
 use tracing::{error, info, warn};
 
 use crate::clock::Clock;
+use crate::metric_names as names;
 use crate::queue::LoadQueue;
 use crate::shutdown::Shutdown;
 
@@ -114,8 +115,8 @@ impl TimerPump {
                     report.fired += published.len();
                     for timer in &published {
                         let late = (now - timer.fire_at).num_milliseconds().max(0) as f64 / 1000.0;
-                        metrics::counter!("load_agent_timers_fired_total").increment(1);
-                        metrics::histogram!("load_agent_timer_fire_delay_seconds").record(late);
+                        metrics::counter!(names::TIMERS_FIRED_TOTAL).increment(1);
+                        metrics::histogram!(names::TIMER_FIRE_DELAY_SECONDS).record(late);
                         info!(load_id = %timer.load_id, timer_id = %timer.timer_id, late_s = late, "timer fired");
                     }
                     !published.is_empty()

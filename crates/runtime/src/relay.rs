@@ -55,6 +55,7 @@ use tracing::{Instrument, debug, error, info_span, warn};
 use crate::alerts::{OpsAlert, OpsAlerts, class_label};
 use crate::clock::Clock;
 use crate::delivery::{DeliveryCommand, DeliveryError, Destinations, FakeServices, Receipt};
+use crate::metric_names as names;
 use crate::queue::LoadQueue;
 use crate::shutdown::Shutdown;
 use crate::stages::{self, Stage};
@@ -375,7 +376,7 @@ impl Relay {
             Sent::LeaseLost => return sent,
         };
         metrics::counter!(
-            "load_agent_relay_sends_total",
+            names::RELAY_SENDS_TOTAL,
             "destination" => row.destination.as_str(),
             "result" => result
         )
@@ -565,7 +566,7 @@ impl Relay {
         match self.outbox.mark_failed(&row.id, row.claim_token, why, NextAttempt::Dead, now).await {
             Ok(()) => {
                 report.dead += 1;
-                metrics::counter!("load_agent_dead_rows_total", "destination" => row.destination.as_str())
+                metrics::counter!(names::DEAD_ROWS_TOTAL, "destination" => row.destination.as_str())
                     .increment(1);
                 warn!(reason = %load_agent_domain::pii::scrub(why), "outbox row is dead");
                 if let Some(class) = class_label(row.action.body.class()) {

@@ -13,6 +13,8 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::metric_names as names;
+
 load_agent_domain::spelled_enum! {
     /// A stage of the event → commit or commit → published path.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -43,7 +45,7 @@ pub fn install_sink(sink: Arc<dyn StageSink>) -> bool {
 
 /// Records that `stage` took `took`.
 pub fn observe(stage: Stage, took: Duration) {
-    metrics::histogram!("load_agent_stage_seconds", "stage" => stage.as_str()).record(took.as_secs_f64());
+    metrics::histogram!(names::STAGE_SECONDS, "stage" => stage.as_str()).record(took.as_secs_f64());
     if let Some(sink) = SINK.get() {
         sink.observe(stage, took);
     }

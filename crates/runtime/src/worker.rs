@@ -27,6 +27,7 @@ use load_agent_store::{AppendError, EventStore, LoadLock, NewOutboxRow};
 use tracing::{Instrument, error, info, info_span, warn};
 
 use crate::clock::Clock;
+use crate::metric_names as names;
 use crate::queue::{Delivery, LoadQueue};
 use crate::shutdown::Shutdown;
 use crate::snapshot::SnapshotSource;
@@ -90,7 +91,7 @@ pub struct LogDeadLetters;
 #[async_trait]
 impl DeadLetters for LogDeadLetters {
     async fn dead_letter(&self, event: &InboundEvent, reason: &InvalidEvent) {
-        metrics::counter!("load_agent_invalid_events_total").increment(1);
+        metrics::counter!(names::INVALID_EVENTS_TOTAL).increment(1);
         error!(load_id = %event.load_id, event_id = %event.event_id, %reason, "invalid event dead-lettered");
     }
 }
@@ -177,7 +178,7 @@ impl Worker {
             RunOutcome::Invalid(reason) => warn!(%reason, "invalid event"),
             RunOutcome::GiveBack { reason } => warn!(%reason, "run gave the event back"),
         });
-        metrics::counter!("load_agent_runs_total", "outcome" => outcome.label()).increment(1);
+        metrics::counter!(names::RUNS_TOTAL, "outcome" => outcome.label()).increment(1);
         outcome
     }
 
@@ -241,7 +242,7 @@ impl Worker {
                 }
                 Err(AppendError::Conflict { expected, actual }) => {
                     conflicts += 1;
-                    metrics::counter!("load_agent_conflicts_total").increment(1);
+                    metrics::counter!(names::CONFLICTS_TOTAL).increment(1);
                     self.snapshots.invalidate(&load_id).await;
                     if conflicts > self.config.max_conflict_retries {
                         return RunOutcome::GiveBack {
@@ -262,7 +263,7 @@ impl Worker {
                         };
                     }
                     error!(%key, "decision reused a committed action key: re-deciding into a Hero task");
-                    metrics::counter!("load_agent_duplicate_action_keys_total").increment(1);
+                    metrics::counter!(names::DUPLICATE_ACTION_KEYS_TOTAL).increment(1);
                     fallback = Some(format!("the decision reused the committed action key {key}"));
                 }
                 Err(AppendError::Store(e)) => return RunOutcome::GiveBack { reason: format!("append: {e}") },
@@ -400,13 +401,12 @@ pub fn outbox_rows(decision: &DecisionRecord, load_version: u64) -> Vec<NewOutbo
 
 /// Decisions by path, LLM calls by method and their cost (docs/operations.md).
 fn record_decision_metrics(decision: &DecisionRecord) {
-    metrics::counter!("load_agent_decisions_total", "path" => decision.path.as_str()).increment(1);
+    metrics::counter!(names::DECISIONS_TOTAL, "path" => decision.path.as_str()).increment(1);
     for u in &decision.llm_usage {
-        metrics::counter!("load_agent_llm_calls_total", "method" => u.method.clone()).increment(1);
+        metrics::counter!(names::LLM_CALLS_TOTAL, "method" => u.method.clone()).increment(1);
         if u.cost_usd > 0.0 {
             // Counted in micro-dollars: counters are integers.
-            metrics::counter!("load_agent_llm_cost_microusd_total")
-                .increment((u.cost_usd * 1e6).round() as u64);
+            metrics::counter!(names::LLM_COST_MICROUSD_TOTAL).increment((u.cost_usd * 1e6).round() as u64);
         }
     }
 }

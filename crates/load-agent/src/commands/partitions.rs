@@ -94,7 +94,7 @@ pub async fn keep_partitions(
             Ok(made) if made.is_empty() => tracing::debug!("partitions ahead: all present"),
             Ok(made) => tracing::info!(partitions = ?made, "made partitions ahead"),
             Err(e) => {
-                metrics::counter!("load_agent_partition_failures_total").increment(1);
+                metrics::counter!(crate::telemetry::PARTITION_FAILURES_TOTAL).increment(1);
                 tracing::warn!(error = %e, "making partitions ahead failed; trying again at the next run");
             }
         }

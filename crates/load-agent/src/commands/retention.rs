@@ -285,7 +285,7 @@ pub async fn keep_retention(
                 Outcome::Done(t) => tracing::info!(what = %step.what, "retention: {t}"),
                 Outcome::Kept(t) => tracing::debug!(what = %step.what, "retention kept: {t}"),
                 Outcome::Failed(t) => {
-                    metrics::counter!("load_agent_retention_failures_total").increment(1);
+                    metrics::counter!(crate::telemetry::RETENTION_FAILURES_TOTAL).increment(1);
                     tracing::warn!(what = %step.what, "retention failed: {t}");
                 }
             }
