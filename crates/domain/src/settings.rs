@@ -51,6 +51,35 @@ impl<'de> Deserialize<'de> for Secret {
     }
 }
 
+/// A setting held as text that may also be written as a whole number: a TOML integer, or an
+/// environment variable of digits (which the configuration reads as a number), is its text
+/// (`max_output_tokens = 2048` is `"2048"`). For `#[serde(deserialize_with = ...)]`.
+pub fn text_or_integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    struct TextVisitor;
+    impl serde::de::Visitor<'_> for TextVisitor {
+        type Value = String;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("text or a whole number")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_owned())
+        }
+        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<String, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<String, E> {
+            Ok(String::new())
+        }
+    }
+    d.deserialize_any(TextVisitor)
+}
+
 impl Secret {
     pub fn new(s: impl Into<String>) -> Self {
         Secret(s.into())
@@ -163,6 +192,19 @@ mod tests {
         assert_eq!(s.expose(), "true");
         let e = serde_json::from_str::<Secret>("7319.25").expect_err("a float");
         assert!(!e.to_string().contains("7319"), "{e}");
+    }
+
+    #[test]
+    fn a_text_setting_takes_a_whole_number_as_its_text() {
+        #[derive(Deserialize)]
+        struct S {
+            #[serde(deserialize_with = "text_or_integer")]
+            n: String,
+        }
+        let read = |json: &str| serde_json::from_str::<S>(json).map(|s| s.n);
+        assert_eq!(read(r#"{"n": 2048}"#).expect("an integer"), "2048");
+        assert_eq!(read(r#"{"n": "2048"}"#).expect("text"), "2048");
+        assert!(read(r#"{"n": 1.5}"#).is_err(), "a float is refused");
     }
 
     #[test]

@@ -149,6 +149,8 @@ pub struct LlmConfig {
     pub openai_response_format: String,
     /// `model=input/output;...` in USD per million tokens.
     pub openai_prices: String,
+    /// Text or a whole number (an environment variable of digits is read as a number).
+    #[serde(deserialize_with = "load_agent_domain::settings::text_or_integer")]
     pub openai_max_output_tokens: String,
 }
 

@@ -383,6 +383,13 @@ mod tests {
         assert!(printed.contains("postgres://app:***@db:5432/la?sslmode=verify-full"));
     }
 
+    #[test]
+    fn a_token_limit_from_the_environment_is_read_as_its_number() {
+        let s = Settings::load(None, &env(&[("LOAD_AGENT_LLM_OPENAI_MAX_OUTPUT_TOKENS", "2048")]))
+            .expect("digits in the environment are a valid token limit");
+        assert_eq!(s.llm.openai_max_output_tokens, "2048");
+    }
+
     const SASL_SSL: &[(&str, &str)] = &[
         ("LOAD_AGENT_KAFKA_SECURITY_PROTOCOL", "SASL_SSL"),
         ("LOAD_AGENT_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512"),
