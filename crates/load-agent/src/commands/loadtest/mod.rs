@@ -363,11 +363,13 @@ async fn publish(queue: &Arc<dyn LoadQueue>, probe: &Arc<Probe>, set: &mut JoinS
         let _ = set.join_next().await;
     }
     probe.published(&event.event_id);
-    let q = queue.clone();
+    let (q, probe) = (queue.clone(), probe.clone());
     set.spawn(async move {
         let id = event.event_id.clone();
-        if let Err(e) = q.publish(event).await {
-            tracing::warn!(event_id = %id, error = %e, "loadtest: event not published");
+        let started = Instant::now();
+        match q.publish(event).await {
+            Ok(()) => probe.handed_over(started),
+            Err(e) => tracing::warn!(event_id = %id, error = %e, "loadtest: event not published"),
         }
     });
 }
@@ -478,6 +480,7 @@ fn print_summary(r: &Report) {
     l("(send-limited) → published", &w.deferred_commit_to_published_ms);
     l("timer lag (at fire)", &w.timer_lag_ms);
     l("relay lag (sampled)", &r.relay_lag_ms);
+    l("generator hand-over (ack)", &w.handover_ms);
     if let Some(f) = &r.broker_floor_ms {
         l("broker floor (same settings)", f);
     }
