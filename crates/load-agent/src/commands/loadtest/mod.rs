@@ -65,6 +65,11 @@ pub struct LoadtestArgs {
     /// `--features kafka`. Default: the in-process queue.
     #[arg(long)]
     pub brokers: Option<String>,
+    /// Kafka mode: records per second of the broker floor probe (the service's client settings
+    /// on a topic of their own). At the generator's `--rate` it pays the same producer queueing
+    /// as the generated events do.
+    #[arg(long, default_value_t = 20.0)]
+    pub floor_rate: f64,
     /// Seconds of pgbench per client count before the test (Postgres only); 0 skips it.
     #[arg(long, default_value_t = 20)]
     pub pgbench_secs: u32,
@@ -353,7 +358,10 @@ async fn start_service(
             });
             Ok(Started { mode: "embedded", queue: rt.queue.clone(), floor: None })
         }
-        Some(brokers) => kafka::start(settings, brokers, run_id, stores, parts, clock, tasks, shutdown).await,
+        Some(brokers) => {
+            kafka::start(settings, brokers, args.floor_rate, run_id, stores, parts, clock, tasks, shutdown)
+                .await
+        }
     }
 }
 
@@ -521,6 +529,7 @@ mod kafka {
     pub async fn start(
         _settings: &Settings,
         _brokers: &str,
+        _floor_rate: f64,
         _run_id: &str,
         _stores: &Stores,
         _parts: ServiceParts,
@@ -546,6 +555,7 @@ mod kafka {
     pub async fn start(
         settings: &Settings,
         brokers: &str,
+        floor_rate: f64,
         run_id: &str,
         stores: &Stores,
         parts: ServiceParts,
@@ -572,10 +582,10 @@ mod kafka {
         pipeline.spawn(Role::All, tasks, shutdown)?;
         let publisher = KafkaEventPublisher::new(&kafka, "load-agent-loadtest")
             .or_fail("load-agent loadtest: producer")?;
-        // The broker's floor, with the same client settings, 20 records a second.
+        // The broker's floor, with the same client settings (20 records a second by default).
         let (k, stop) = (kafka.clone(), shutdown.clone());
         let floor = tokio::spawn(async move {
-            match load_agent_kafka::floor::broker_floor(&k, &floor_topic, 20.0, stop).await {
+            match load_agent_kafka::floor::broker_floor(&k, &floor_topic, floor_rate, stop).await {
                 Ok(samples) => samples,
                 Err(e) => {
                     eprintln!("load-agent loadtest: broker floor probe: {e}");
