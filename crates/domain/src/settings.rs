@@ -15,69 +15,55 @@ pub struct Secret(String);
 
 impl<'de> Deserialize<'de> for Secret {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct SecretVisitor;
-        impl serde::de::Visitor<'_> for SecretVisitor {
-            type Value = Secret;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a secret as text")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Secret, E> {
-                Ok(Secret(v.to_owned()))
-            }
-            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Secret, E> {
-                Ok(Secret(v))
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Secret, E> {
-                Ok(Secret(v.to_string()))
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Secret, E> {
-                Ok(Secret(v.to_string()))
-            }
-            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Secret, E> {
-                Ok(Secret(v.to_string()))
-            }
-            fn visit_char<E: serde::de::Error>(self, v: char) -> Result<Secret, E> {
-                Ok(Secret(v.to_string()))
-            }
-            // Serde's own messages quote the value: these never do.
-            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Secret, E> {
-                Err(E::custom("a secret must be text (quote it); the value is not shown"))
-            }
-            fn visit_unit<E: serde::de::Error>(self) -> Result<Secret, E> {
-                Ok(Secret::default())
-            }
-        }
-        d.deserialize_any(SecretVisitor)
+        d.deserialize_any(SettingText { what: "a secret" }).map(Secret)
     }
 }
 
-/// A setting held as text that may also be written as a whole number: a TOML integer, or an
-/// environment variable of digits (which the configuration reads as a number), is its text
-/// (`max_output_tokens = 2048` is `"2048"`). For `#[serde(deserialize_with = ...)]`.
-pub fn text_or_integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    struct TextVisitor;
-    impl serde::de::Visitor<'_> for TextVisitor {
-        type Value = String;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("text or a whole number")
-        }
-        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
-            Ok(v.to_owned())
-        }
-        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<String, E> {
-            Ok(v)
-        }
-        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<String, E> {
-            Ok(v.to_string())
-        }
-        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<String, E> {
-            Ok(v.to_string())
-        }
-        fn visit_unit<E: serde::de::Error>(self) -> Result<String, E> {
-            Ok(String::new())
-        }
+/// Reads a setting held as text from text, a whole number or a boolean (TOML `n = 2048`, or an
+/// environment variable of digits, which the configuration reads as a number, is the text
+/// `"2048"`); nothing is the empty text. A float is refused without quoting it (serde's own
+/// message would), since the value may be a secret.
+struct SettingText {
+    /// What the setting is, for the messages ("a secret").
+    what: &'static str,
+}
+
+impl serde::de::Visitor<'_> for SettingText {
+    type Value = String;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} as text", self.what)
     }
-    d.deserialize_any(TextVisitor)
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+        Ok(v.to_owned())
+    }
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<String, E> {
+        Ok(v)
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<String, E> {
+        Ok(v.to_string())
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<String, E> {
+        Ok(v.to_string())
+    }
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<String, E> {
+        Ok(v.to_string())
+    }
+    fn visit_char<E: serde::de::Error>(self, v: char) -> Result<String, E> {
+        Ok(v.to_string())
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<String, E> {
+        Err(E::custom(format!("{} must be text (quote it); the value is not shown", self.what)))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<String, E> {
+        Ok(String::new())
+    }
+}
+
+/// A setting held as text that may also be written as a whole number (or a boolean): the same
+/// reading as a [`Secret`]'s ([`SettingText`]), for `#[serde(deserialize_with = ...)]` on a
+/// plain `String` (`max_output_tokens = 2048` is `"2048"`; the crate that uses it checks it).
+pub fn text_or_integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    d.deserialize_any(SettingText { what: "this setting" })
 }
 
 impl Secret {
