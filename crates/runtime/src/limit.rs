@@ -385,6 +385,12 @@ mod tests {
     }
 
     #[test]
+    fn the_default_setting_is_its_own_text_parsed() {
+        let default = SendLimitsSetting::default();
+        assert_eq!(SendLimitsSetting::parse(default.as_str()), Ok(default));
+    }
+
+    #[test]
     fn limits_parse_per_destination() {
         let l = SendLimits::parse("sms=6/1h, email=20/30m").expect("valid");
         let sms = l.per_destination.get(&Destination::Sms).copied();
