@@ -21,8 +21,8 @@ fn exported_at() -> DateTime<Utc> {
 /// The sample traffic replayed into `stores`; returns the load ids with a log.
 async fn fill(stores: &Stores) -> Vec<String> {
     let dump = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../evals/dumps/sample.jsonl");
-    let records = load_agent_kafka::read_dump(&dump).expect("the sample dump");
-    load_agent_kafka::replay_records(records, stores.clone()).await.expect("replay the sample");
+    let records = load_agent_ingest::read_dump(&dump).expect("the sample dump");
+    load_agent_ingest::replay_records(records, stores.clone()).await.expect("replay the sample");
     let ids = stores.events.load_ids(usize::MAX).await.expect("load ids");
     assert!(ids.len() >= 3, "the sample has several loads: {ids:?}");
     ids
