@@ -99,11 +99,14 @@ mod cloud {
                 Arc::new(AmazonS3Builder::from_env().with_url(location).build().map_err(|e| e.to_string())?)
             }
             ObjectStoreScheme::GoogleCloudStorage => Arc::new(
-                GoogleCloudStorageBuilder::from_env().with_url(location).build().map_err(|e| e.to_string())?,
+                GoogleCloudStorageBuilder::from_env()
+                    .with_url(location)
+                    .build()
+                    .map_err(|e| e.to_string())?,
             ),
-            ObjectStoreScheme::MicrosoftAzure => {
-                Arc::new(MicrosoftAzureBuilder::from_env().with_url(location).build().map_err(|e| e.to_string())?)
-            }
+            ObjectStoreScheme::MicrosoftAzure => Arc::new(
+                MicrosoftAzureBuilder::from_env().with_url(location).build().map_err(|e| e.to_string())?,
+            ),
             _ => return Err(unsupported(scheme)),
         };
         Ok(ArchiveLocation::new(store, prefix, location))

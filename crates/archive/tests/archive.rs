@@ -243,9 +243,12 @@ async fn an_archive_under_a_prefix_of_an_object_store_reads_back() {
     let (stores, _dir) = sqlite().await;
     let ids = fill(&stores).await;
     let bucket: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let at = |prefix: &str| ArchiveLocation::new(bucket.clone(), StorePath::from(prefix), format!("mem://{prefix}"));
+    let at = |prefix: &str| {
+        ArchiveLocation::new(bucket.clone(), StorePath::from(prefix), format!("mem://{prefix}"))
+    };
     let options = ExportOptions::new("test", exported_at());
-    let march = export(stores.events.as_ref(), &ids, &at("archives/2026-03"), &options).await.expect("export");
+    let march =
+        export(stores.events.as_ref(), &ids, &at("archives/2026-03"), &options).await.expect("export");
     // A neighbour whose name starts the same: a prefix is a path, not a string prefix.
     export(stores.events.as_ref(), &ids[..1], &at("archives/2026-03-b"), &options).await.expect("export");
 

@@ -2,7 +2,8 @@
 //! - [`KafkaDestinations`]: the relay's [`Destinations`], one topic per service;
 //! - [`KafkaEventPublisher`]: the [`LoadQueue`] the relay and the timer pump publish
 //!   `action_outcome` and `timer_fired` events to (publish only: the consumer reads the topic);
-//! - [`DlqProducer`]: dead letters.
+//! - [`DlqProducer`]: dead letters;
+//! - [`relay_ends`]: the two Kafka ends of a relay (the binary wires the relay around them).
 //!
 //! Every send waits for the broker's acknowledgement (`acks=all`) before it returns, so a
 //! caller that moves on (marks a row dispatched, stores an offset) only does so for a record
@@ -20,9 +21,10 @@ use load_agent_avro::inbound::encode_inbound_with_id;
 use load_agent_domain::{Destination, InboundEvent, OutcomeStatus};
 use load_agent_ingest::{DeadLetter, InboundRecord};
 use load_agent_runtime::{
-    Delivery, DeliveryCommand, DeliveryError, Destinations, LoadQueue, QueueError, Receipt, SnapshotSource,
+    CacheConfig, Delivery, DeliveryCommand, DeliveryError, Destinations, LoadQueue, QueueError, Receipt,
+    SnapshotCache, SnapshotSource,
 };
-use load_agent_store::{DeadLetterStore, KeptDeadLetter};
+use load_agent_store::{DeadLetterStore, EventStore, KeptDeadLetter};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
@@ -177,6 +179,23 @@ pub fn is_retryable(e: &KafkaError) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
+
+/// The relay's two ends on Kafka: the action topics ([`KafkaDestinations`], each command with
+/// its contact's addresses read from the load's snapshot, kept in a [`SnapshotCache`] over
+/// `events`), and the inbound topic its `action_outcome`s go to ([`KafkaEventPublisher`]).
+pub fn relay_ends(events: Arc<dyn EventStore>, config: &KafkaConfig) -> Result<RelayEnds, KafkaError> {
+    let snapshots: Arc<dyn SnapshotSource> = Arc::new(SnapshotCache::new(events, CacheConfig::default()));
+    let addresses: Arc<dyn AddressBook> = Arc::new(SnapshotAddressBook::new(snapshots));
+    let destinations = Arc::new(KafkaDestinations::new(config, Some(addresses))?);
+    let outcomes = Arc::new(KafkaEventPublisher::new(config, "load-agent-relay")?);
+    Ok(RelayEnds { destinations, outcomes })
+}
+
+/// What [`relay_ends`] makes: `Relay::new(outbox, timers, ends.destinations, ends.outcomes, clock)`.
+pub struct RelayEnds {
+    pub destinations: Arc<dyn Destinations>,
+    pub outcomes: Arc<dyn LoadQueue>,
+}
 
 /// Resolves the addresses of an action's contact for its `ActionCommand` (phone, email, Slack
 /// channel), from the load's registration.

@@ -19,22 +19,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use chrono::{DateTime, FixedOffset, TimeZone, Utc};
+use chrono::Utc;
 use load_agent_agent::Agent;
 use load_agent_avro::{decode_action_command, encode_inbound};
-use load_agent_domain::{
-    Contact, EventKind, InboundEvent, Language, LoadRegistered, LogEntry, RiskBand, Role, Stop, StopKind,
-};
+use load_agent_domain::{EventKind, InboundEvent, LogEntry, RiskBand};
 use load_agent_ingest::{DumpRecord, record_processor};
 use load_agent_kafka::{
-    AddressBook, ConsumeReport, ConsumerConfig, ConsumerError, KafkaConfig, KafkaDestinations,
-    KafkaEventPublisher, SnapshotAddressBook, consume, dump, ensure_topics,
+    ConsumeReport, ConsumerConfig, ConsumerError, KafkaConfig, KafkaEventPublisher, consume, dump,
+    ensure_topics, relay_ends,
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
     CacheConfig, Clock, ContactLimitedOutbox, GroupCommitConfig, LoadQueue, PumpConfig, Relay, RelayConfig,
-    SendLimits, ShutdownTrigger, SnapshotCache, SnapshotSource, SystemClock, TimerPump, WorkerConfig,
-    shutdown_channel,
+    SendLimits, ShutdownTrigger, SystemClock, TimerPump, WorkerConfig, shutdown_channel,
 };
 use load_agent_store::{Outbox, OutboxStatus, PgStore, Stores};
 use rdkafka::ClientConfig;
@@ -57,14 +54,10 @@ fn kafka_relay(
     clock: Arc<dyn Clock>,
     config: RelayConfig,
 ) -> Result<Relay, KafkaError> {
-    let snapshots: Arc<dyn SnapshotSource> =
-        Arc::new(SnapshotCache::new(stores.events.clone(), CacheConfig::default()));
-    let addresses: Arc<dyn AddressBook> = Arc::new(SnapshotAddressBook::new(snapshots));
-    let destinations = Arc::new(KafkaDestinations::new(kafka, Some(addresses))?);
-    let outcomes: Arc<dyn LoadQueue> = Arc::new(KafkaEventPublisher::new(kafka, "load-agent-relay")?);
+    let ends = relay_ends(stores.events.clone(), kafka)?;
     let outbox: Arc<dyn Outbox> =
         Arc::new(ContactLimitedOutbox::new(stores.outbox.clone(), limits, clock.clone()));
-    Ok(Relay::new(outbox, stores.timers.clone(), destinations, outcomes, clock).with_config(config))
+    Ok(Relay::new(outbox, stores.timers.clone(), ends.destinations, ends.outcomes, clock).with_config(config))
 }
 
 /// The timer pump of a Kafka deployment, wired as the binary wires it (`load-agent timer-pump`):
@@ -384,52 +377,8 @@ async fn stop<T>(what: &str, trigger: ShutdownTrigger, handle: JoinHandle<T>) ->
 // ------------------------------------------------------------------------------------------
 // Events.
 
-fn at(h: u32, m: u32) -> DateTime<FixedOffset> {
-    FixedOffset::west_opt(6 * 3600)
-        .and_then(|tz| tz.with_ymd_and_hms(2026, 3, 2, h, m, 0).single())
-        .expect("time")
-}
-
 fn registration(load: &str) -> InboundEvent {
-    let contact = |id: &str, role, phone: Option<&str>, email: Option<&str>| Contact {
-        id: id.into(),
-        role,
-        name: id.into(),
-        phone: phone.map(Into::into),
-        email: email.map(Into::into),
-        slack: None,
-        language: Language::En,
-    };
-    let load_reg = LoadRegistered {
-        load_id: load.into(),
-        client: "client_a".into(),
-        sop_version: None,
-        contacts: vec![
-            contact("drv", Role::Driver, Some("+13125550111"), None),
-            contact("disp", Role::CarrierDispatcher, None, Some("dana@carrier.example")),
-        ],
-        stops: vec![
-            Stop {
-                sequence: 1,
-                kind: StopKind::Pickup,
-                name: "Acme DC".into(),
-                address: "1 Dock Rd, Joliet, IL".into(),
-                appointment: at(8, 0),
-                po_numbers: vec!["55821".into()],
-                reference: None,
-            },
-            Stop {
-                sequence: 2,
-                kind: StopKind::Delivery,
-                name: "Store 88".into(),
-                address: "88 Main St, Dayton, OH".into(),
-                appointment: at(16, 0),
-                po_numbers: vec![],
-                reference: None,
-            },
-        ],
-        reefer: None,
-    };
+    let load_reg = load_agent_testkit::load::sample_load(load);
     InboundEvent {
         event_id: format!("load_registered:{load}"),
         load_id: load.into(),

@@ -83,12 +83,11 @@ mod imp {
 
     use load_agent_ingest::record_processor;
     use load_agent_kafka::{
-        AddressBook, ConsumerConfig, KafkaConfig, KafkaDestinations, KafkaEventPublisher,
-        SnapshotAddressBook, consume, ensure_topics,
+        ConsumerConfig, KafkaConfig, KafkaEventPublisher, consume, ensure_topics, relay_ends,
     };
     use load_agent_runtime::{
-        CacheConfig, Clock, ContactLimitedOutbox, LoadQueue, PumpConfig, Relay, RelayConfig, SendLimits,
-        Shutdown, SnapshotCache, SnapshotSource, SystemClock, TimerPump, shutdown_channel,
+        Clock, ContactLimitedOutbox, LoadQueue, PumpConfig, Relay, RelayConfig, SendLimits, Shutdown,
+        SystemClock, TimerPump, shutdown_channel,
     };
     use load_agent_store::{Outbox, Stores};
     use tokio::task::JoinSet;
@@ -168,15 +167,11 @@ mod imp {
         config: RelayConfig,
     ) -> Result<Relay, CliError> {
         let fail = "load-agent: relay producer";
-        let snapshots: Arc<dyn SnapshotSource> =
-            Arc::new(SnapshotCache::new(stores.events.clone(), CacheConfig::default()));
-        let addresses: Arc<dyn AddressBook> = Arc::new(SnapshotAddressBook::new(snapshots));
-        let destinations = Arc::new(KafkaDestinations::new(kafka, Some(addresses)).or_fail(fail)?);
-        let outcomes: Arc<dyn LoadQueue> =
-            Arc::new(KafkaEventPublisher::new(kafka, "load-agent-relay").or_fail(fail)?);
+        let ends = relay_ends(stores.events.clone(), kafka).or_fail(fail)?;
         let outbox: Arc<dyn Outbox> =
             Arc::new(ContactLimitedOutbox::new(stores.outbox.clone(), limits, clock.clone()));
-        Ok(Relay::new(outbox, stores.timers.clone(), destinations, outcomes, clock).with_config(config))
+        Ok(Relay::new(outbox, stores.timers.clone(), ends.destinations, ends.outcomes, clock)
+            .with_config(config))
     }
 
     /// The timer pump on Kafka: `timer_fired` events go to the inbound topic. Run it with
