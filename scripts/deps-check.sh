@@ -6,7 +6,8 @@
 # the path that brings it in. Exits 1 when any rule is broken.
 #
 # Each rule is checked with the crate's default features and again with all its features, so a
-# feature cannot bring in what the crate must never know; `avro` is the one exception, see below.
+# feature cannot bring in what the crate must never know; `avro` and the binary's embedded default
+# (without the `kafka` feature) are the exceptions, see below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,7 +59,8 @@ io="tokio sqlx sqlx-core rdkafka rdkafka-sys apache-avro reqwest hyper schema_re
 
   forbid load-agent-triage tree both \
     "triage knows nothing of the log, the store or the pipeline" \
-    sqlx sqlx-core load-agent-store load-agent-agent load-agent-runtime load-agent-kafka load-agent-llm
+    sqlx sqlx-core load-agent-store load-agent-agent load-agent-runtime load-agent-ingest load-agent-kafka \
+    load-agent-llm
 
   forbid load-agent-llm tree both \
     "llm knows no HTTP or vendor (those are llm-openai), no store, no log" \
@@ -66,14 +68,15 @@ io="tokio sqlx sqlx-core rdkafka rdkafka-sys apache-avro reqwest hyper schema_re
 
   forbid load-agent-llm-openai tree both \
     "llm-openai knows nothing of the pipeline's decisions" \
-    load-agent-agent load-agent-runtime load-agent-store load-agent-kafka
+    load-agent-agent load-agent-runtime load-agent-store load-agent-ingest load-agent-kafka
 
   # tokio comes in through the LLM trait's crate (its retries and deadline), which the agent
   # calls but never runs: the agent itself may not use it.
   forbid load-agent-agent tree both \
     "agent knows no database, queue, Kafka, Avro or LLM vendor; it performs no side effect" \
     sqlx sqlx-core rdkafka rdkafka-sys apache-avro reqwest hyper schema_registry_converter \
-    load-agent-avro load-agent-store load-agent-runtime load-agent-kafka load-agent-llm-openai
+    load-agent-avro load-agent-store load-agent-runtime load-agent-ingest load-agent-kafka \
+    load-agent-llm-openai
   forbid load-agent-agent direct both \
     "agent performs no side effect (no async runtime of its own)" \
     tokio
@@ -87,7 +90,7 @@ io="tokio sqlx sqlx-core rdkafka rdkafka-sys apache-avro reqwest hyper schema_re
   forbid load-agent-store tree both \
     "store never decides: it knows no agent, triage or LLM (nor the runtime or Kafka above it)" \
     load-agent-agent load-agent-triage load-agent-llm load-agent-llm-openai load-agent-runtime \
-    load-agent-kafka rdkafka rdkafka-sys
+    load-agent-ingest load-agent-kafka rdkafka rdkafka-sys
 
   forbid load-agent-runtime tree both \
     "runtime knows no Kafka specifics (behind the queue and destination traits)" \
@@ -96,9 +99,22 @@ io="tokio sqlx sqlx-core rdkafka rdkafka-sys apache-avro reqwest hyper schema_re
     "runtime knows no SQL (it goes through the store traits)" \
     sqlx sqlx-core
 
+  # The registry feature (its schema registry client) may bring HTTP; never a Kafka client.
+  forbid load-agent-ingest tree both \
+    "ingest knows no Kafka client (the embedded default builds on it without Kafka)" \
+    rdkafka rdkafka-sys load-agent-kafka
+  forbid load-agent-ingest direct both \
+    "ingest knows no SQL (it goes through the store traits)" \
+    sqlx sqlx-core
+
   forbid load-agent-kafka direct both \
     "kafka knows no SQL (it goes through the store traits)" \
     sqlx sqlx-core
+
+  # Only with its default features: `kafka` (production mode) is the opt-in that links it.
+  forbid load-agent tree default \
+    "the embedded default build links no Kafka client (production mode is the kafka feature)" \
+    rdkafka rdkafka-sys load-agent-kafka
 
   forbid load-agent-archive direct both \
     "archive knows no SQL (it goes through EventStore/LoadIndex)" \

@@ -13,10 +13,10 @@ use load_agent_avro::{
     encode_inbound, encode_log_entry,
 };
 use load_agent_domain::{
-    Action, ActionBody, ActionKeys, AskStepRef, AskTransition, DecisionDraft, DecisionPath, DecisionRecord,
-    EmailThread, EventKind, InboundEvent, IntentRecord, LlmUsage, LogEntry, OutcomeStatus, RiskBand, SopRef,
-    StepKind, StopStatusKind, TimerRef,
+    Action, ActionBody, DecisionDraft, DecisionPath, DecisionRecord, EmailThread, EventKind, InboundEvent,
+    IntentRecord, LlmUsage, LogEntry, OutcomeStatus, RiskBand, SopRef, StopStatusKind,
 };
+use load_agent_testkit::ask::eta_ask_opened;
 use load_agent_testkit::decide::{ETA_ASK, pod_attachment, registration, sms_outcome};
 use load_agent_testkit::events::{event, ping, timer_fired};
 use load_agent_testkit::{LOAD, at};
@@ -32,50 +32,9 @@ fn sms() -> InboundEvent {
 
 /// The 07:01 decision of ADR 0001: open the ETA ask, take step 1, SMS the driver, arm a timer.
 fn decision() -> LogEntry {
-    let ask_id = "ask:eta_request:ping_0700";
-    let timer_id = "tmr:481207:ask:eta_request:ping_0700:1";
-    let step = AskStepRef { ask_id: ask_id.into(), ask_type: "eta_request".into(), attempt: 1 };
-    let mut keys = ActionKeys::new("481207", "ping_0700");
-    keys.step(
-        step.clone(),
-        ActionBody::SendSms { to: "drv".into(), body: "Hi Luis, what's your ETA to Acme DC?".into() },
-    );
-    keys.step(
-        step,
-        ActionBody::SetTimer {
-            timer_id: timer_id.into(),
-            ask_id: ask_id.into(),
-            attempt: 1,
-            fire_at: at("2026-03-02T13:31:00Z"),
-        },
-    );
     LogEntry::Decision(DecisionRecord {
-        decision_id: "dec:ping_0700".into(),
-        load_id: "481207".into(),
-        trigger_event_id: "ping_0700".into(),
         trigger_kind: "ping".into(),
-        decided_at: at("2026-03-02T13:01:00Z"),
-        sop: Some(SopRef { id: "client_a".into(), version: 1 }),
         path: DecisionPath::Sop,
-        transitions: vec![
-            AskTransition::AskOpened {
-                ask_id: ask_id.into(),
-                ask_type: "eta_request".into(),
-                target_contact: "drv".into(),
-                sop: SopRef { id: "client_a".into(), version: 1 },
-                opened_at: at("2026-03-02T13:01:00Z"),
-                max_attempts: 2,
-                stop_sequence: Some(1),
-            },
-            AskTransition::AskStepTaken {
-                ask_id: ask_id.into(),
-                step: 1,
-                step_kind: StepKind::Attempt,
-                timer: Some(TimerRef { timer_id: timer_id.into(), fire_at: at("2026-03-02T13:31:00Z") }),
-            },
-        ],
-        contact_updates: vec![],
-        actions: keys.into_actions(),
         rationale: "delay risk high for the pickup; asking the driver for an ETA".into(),
         intent: Some(IntentRecord { intent: "eta_update".into(), probability: 0.93 }),
         llm_usage: vec![LlmUsage {
@@ -86,6 +45,13 @@ fn decision() -> LogEntry {
             cost_usd: 0.0011,
             latency_ms: 950,
         }],
+        ..eta_ask_opened(
+            LOAD,
+            "ping_0700",
+            at("2026-03-02T13:01:00Z"),
+            SopRef { id: "client_a".into(), version: 1 },
+            "Hi Luis, what's your ETA to Acme DC?",
+        )
     })
 }
 

@@ -1,5 +1,5 @@
-//! The moka snapshot cache (`load_agent_runtime::SnapshotCache`, built without the `broker`
-//! feature, so without librdkafka), over an in-memory event store so that only the cache and
+//! The moka snapshot cache (`load_agent_runtime::SnapshotCache`, built without the Kafka crate,
+//! so without librdkafka), over an in-memory event store so that only the cache and
 //! the fold are measured, not a database. `Throughput::Elements(1)` per lookup.
 //!
 //! - `cached_get_hit`: `SnapshotCache::cached`, the bare moka lookup (an `Arc` clone).

@@ -1,9 +1,12 @@
 //! [`ArchiveLocation`]: where an archive lives, an object store and a prefix in it.
 //!
-//! `ArchiveLocation::parse` takes a local directory (`/var/archive/2026-03`, `./a`) or a
-//! `file://` URL. Other schemes (`s3://`, `gs://`, `az://`) name object stores that need
-//! object_store features this build leaves off (docs/archive.md); a caller that has one builds
-//! its `ObjectStore` and uses [`ArchiveLocation::new`].
+//! `ArchiveLocation::parse` takes a local directory (`/var/archive/2026-03`, `./a`), a
+//! `file://` URL, or, in a build with the `cloud` feature, an object store URL: `s3://bucket/prefix`
+//! (Amazon S3 and S3-compatible stores), `gs://bucket/prefix` (Google Cloud Storage),
+//! `az://container/prefix` or `abfss://container@account.dfs.core.windows.net/prefix` (Azure),
+//! with credentials and options from the environment as each cloud's tools read them
+//! (`AWS_*`, `GOOGLE_*`, `AZURE_*`; docs/archive.md). A caller with another `ObjectStore` uses
+//! [`ArchiveLocation::new`].
 
 use std::sync::Arc;
 
@@ -38,12 +41,7 @@ impl ArchiveLocation {
             Some(("file", _)) => {
                 return Err(bad("a file:// URL needs an absolute path (file:///dir)".into()));
             }
-            Some((scheme, _)) => {
-                return Err(bad(format!(
-                    "scheme {scheme}:// is not supported by this build (only local directories and file://; \
-                     object stores need object_store's aws/gcp/azure features, docs/archive.md)"
-                )));
-            }
+            Some((scheme, _)) => return cloud::parse(location, scheme).map_err(bad),
             None => location,
         };
         let dir = std::path::Path::new(path);
@@ -75,5 +73,56 @@ impl ArchiveLocation {
 impl std::fmt::Display for ArchiveLocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.display)
+    }
+}
+
+/// Object store URLs (`s3://`, `gs://`, `az://`, ...): built from the URL and the environment.
+#[cfg(feature = "cloud")]
+mod cloud {
+    use std::sync::Arc;
+
+    use object_store::aws::AmazonS3Builder;
+    use object_store::azure::MicrosoftAzureBuilder;
+    use object_store::gcp::GoogleCloudStorageBuilder;
+    use object_store::{ObjectStore, ObjectStoreScheme};
+
+    use super::ArchiveLocation;
+
+    /// The schemes this build reads, for messages.
+    const SCHEMES: &str = "s3://, gs://, az://, abfs(s)://, azure://";
+
+    pub(super) fn parse(location: &str, scheme: &str) -> Result<ArchiveLocation, String> {
+        let url = url::Url::parse(location).map_err(|e| format!("not a valid URL: {e}"))?;
+        let (kind, prefix) = ObjectStoreScheme::parse(&url).map_err(|_| unsupported(scheme))?;
+        let store: Arc<dyn ObjectStore> = match kind {
+            ObjectStoreScheme::AmazonS3 => {
+                Arc::new(AmazonS3Builder::from_env().with_url(location).build().map_err(|e| e.to_string())?)
+            }
+            ObjectStoreScheme::GoogleCloudStorage => Arc::new(
+                GoogleCloudStorageBuilder::from_env().with_url(location).build().map_err(|e| e.to_string())?,
+            ),
+            ObjectStoreScheme::MicrosoftAzure => {
+                Arc::new(MicrosoftAzureBuilder::from_env().with_url(location).build().map_err(|e| e.to_string())?)
+            }
+            _ => return Err(unsupported(scheme)),
+        };
+        Ok(ArchiveLocation::new(store, prefix, location))
+    }
+
+    fn unsupported(scheme: &str) -> String {
+        format!("scheme {scheme}:// is not an archive location (a local directory, file://, or {SCHEMES})")
+    }
+}
+
+/// Without the `cloud` feature: only local directories and `file://`.
+#[cfg(not(feature = "cloud"))]
+mod cloud {
+    use super::ArchiveLocation;
+
+    pub(super) fn parse(_location: &str, scheme: &str) -> Result<ArchiveLocation, String> {
+        Err(format!(
+            "scheme {scheme}:// is not supported by this build (only local directories and file://; \
+             object stores need the `cloud` feature, docs/archive.md)"
+        ))
     }
 }

@@ -21,8 +21,8 @@ fn exported_at() -> DateTime<Utc> {
 /// The sample traffic replayed into `stores`; returns the load ids with a log.
 async fn fill(stores: &Stores) -> Vec<String> {
     let dump = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../evals/dumps/sample.jsonl");
-    let records = load_agent_kafka::read_dump(&dump).expect("the sample dump");
-    load_agent_kafka::replay_records(records, stores.clone()).await.expect("replay the sample");
+    let records = load_agent_ingest::read_dump(&dump).expect("the sample dump");
+    load_agent_ingest::replay_records(records, stores.clone()).await.expect("replay the sample");
     let ids = stores.events.load_ids(usize::MAX).await.expect("load ids");
     assert!(ids.len() >= 3, "the sample has several loads: {ids:?}");
     ids
@@ -216,7 +216,7 @@ async fn a_flipped_byte_a_missing_manifest_and_a_bad_path_are_reported() {
         matches!(err, ArchiveError::Manifest { .. }) && err.to_string().contains("manifest.json"),
         "{err}"
     );
-    for bad in ["", "s3://bucket/prefix", "file://relative", "/no/such/dir/anywhere"] {
+    for bad in ["", "ftp://host/prefix", "file://relative", "/no/such/dir/anywhere"] {
         let err = ArchiveLocation::parse(bad, false).expect_err(bad);
         assert!(matches!(err, ArchiveError::BadLocation { .. }), "{bad}: {err}");
     }
@@ -228,4 +228,45 @@ async fn a_flipped_byte_a_missing_manifest_and_a_bad_path_are_reported() {
             .contains("not a directory")
     );
     assert!(ArchiveLocation::parse(&format!("file://{path}"), false).is_ok());
+}
+
+/// An archive under a prefix of a flat object store (no directories, as in S3, GCS and Azure)
+/// reads back as the store reads, and another prefix beside it is not part of it.
+#[tokio::test]
+async fn an_archive_under_a_prefix_of_an_object_store_reads_back() {
+    use std::sync::Arc;
+
+    use object_store::ObjectStore;
+    use object_store::memory::InMemory;
+    use object_store::path::Path as StorePath;
+
+    let (stores, _dir) = sqlite().await;
+    let ids = fill(&stores).await;
+    let bucket: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let at = |prefix: &str| ArchiveLocation::new(bucket.clone(), StorePath::from(prefix), format!("mem://{prefix}"));
+    let options = ExportOptions::new("test", exported_at());
+    let march = export(stores.events.as_ref(), &ids, &at("archives/2026-03"), &options).await.expect("export");
+    // A neighbour whose name starts the same: a prefix is a path, not a string prefix.
+    export(stores.events.as_ref(), &ids[..1], &at("archives/2026-03-b"), &options).await.expect("export");
+
+    let archive = Archive::open(at("archives/2026-03")).await.expect("open");
+    let report = archive.verify(Some(stores.events.as_ref())).await.expect("verify");
+    assert!(report.is_ok(), "{:?}", report.findings);
+    assert!(report.stray_files.is_empty(), "{:?}", report.stray_files);
+    assert_eq!((report.files, report.loads), (march.files.len(), ids.len()));
+    for id in &ids {
+        let live = stores.events.read(id).await.expect("read the store");
+        assert_eq!(archive.read_load(id).await.expect("read the archive"), live, "load {id}");
+    }
+}
+
+/// In a build with the `cloud` feature, object store URLs are archive locations; their
+/// configuration errors name what is missing.
+#[cfg(feature = "cloud")]
+#[test]
+fn object_store_urls_are_locations_in_a_cloud_build() {
+    let location = ArchiveLocation::parse("s3://audit-bucket/load-agent/2026-03", false).expect("s3");
+    assert_eq!(location.to_string(), "s3://audit-bucket/load-agent/2026-03");
+    let err = ArchiveLocation::parse("ftp://host/x", false).expect_err("ftp");
+    assert!(err.to_string().contains("s3://"), "{err}");
 }

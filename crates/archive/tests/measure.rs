@@ -54,7 +54,7 @@ fn copy_log(template_id: &str, template: &[LogEntry], load_id: &str, times: usiz
 async fn templates() -> Vec<(String, Vec<LogEntry>)> {
     let scratch = open_store("sqlite::memory:").await.expect("SQLite");
     let dump = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../evals/dumps/sample.jsonl");
-    load_agent_kafka::replay_records(load_agent_kafka::read_dump(&dump).expect("dump"), scratch.clone())
+    load_agent_ingest::replay_records(load_agent_ingest::read_dump(&dump).expect("dump"), scratch.clone())
         .await
         .expect("replay");
     let mut templates = Vec::new();

@@ -1,20 +1,13 @@
 //! Where the topics are and how the clients are configured (topics.md: names are defaults,
-//! every one is configurable).
+//! every one is configurable); [`KafkaConfig::from_settings`] builds it from the `[kafka]` section
+//! (`load_agent_ingest::settings`, where the topic names' defaults live too).
 
 use std::time::Duration;
 
 use load_agent_domain::Destination;
-#[cfg(feature = "broker")]
+use load_agent_ingest::KafkaSettings;
+pub use load_agent_ingest::topics::{ACTIONS_TOPIC_PREFIX, DLQ_TOPIC, EVENTS_TOPIC, GROUP_ID};
 use rdkafka::ClientConfig;
-
-/// The inbound topic.
-pub const EVENTS_TOPIC: &str = "load-agent.events";
-/// The dead-letter topic of the inbound topic.
-pub const DLQ_TOPIC: &str = "load-agent.events.dlq";
-/// Action topics are `<prefix>.<service>`.
-pub const ACTIONS_TOPIC_PREFIX: &str = "load-agent.actions";
-/// The consumer group of the load workers.
-pub const GROUP_ID: &str = "load-agent";
 
 /// The destinations that have an action topic (every one but `timer`, which never leaves the
 /// agent).
@@ -149,7 +142,24 @@ impl KafkaConfig {
     }
 }
 
-#[cfg(feature = "broker")]
+impl KafkaConfig {
+    /// The clients' configuration of the `[kafka]` section: brokers, topics, group, timeouts and
+    /// the security properties (applied last to every client). The send timeout keeps its
+    /// default; the schema ids are the embedded registry's until a registry gives others.
+    pub fn from_settings(settings: &KafkaSettings) -> Self {
+        KafkaConfig {
+            events_topic: settings.events_topic.clone(),
+            dlq_topic: settings.dlq_topic.clone(),
+            actions_topic_prefix: settings.actions_topic_prefix.clone(),
+            group_id: settings.group_id.clone(),
+            session_timeout: Duration::from_millis(settings.session_timeout_ms),
+            heartbeat_interval: Duration::from_millis(settings.heartbeat_interval_ms),
+            client_overrides: settings.client_overrides(),
+            ..KafkaConfig::new(settings.brokers.clone())
+        }
+    }
+}
+
 impl KafkaConfig {
     fn base(&self) -> ClientConfig {
         let mut c = ClientConfig::new();
@@ -244,5 +254,46 @@ mod tests {
         let c = k.consumer_config();
         assert_eq!(c.get("auto.commit.interval.ms"), Some("250"));
         assert_eq!(c.get("enable.auto.offset.store"), Some("false"));
+    }
+
+    #[test]
+    fn the_defaults_are_valid_and_the_clients_configuration_is_built_from_them() {
+        let settings = KafkaSettings::default();
+        settings.validate().expect("valid");
+        let mut config = KafkaConfig::from_settings(&settings);
+        let overrides = std::mem::take(&mut config.client_overrides);
+        assert_eq!(config, KafkaConfig::new(""), "the section's defaults are KafkaConfig::new's");
+        assert_eq!(overrides, vec![("security.protocol".to_string(), "plaintext".to_string())]);
+    }
+
+    #[test]
+    fn every_setting_reaches_the_clients_configuration() {
+        let settings = KafkaSettings {
+            brokers: "k1:9092,k2:9092".into(),
+            group_id: "g".into(),
+            events_topic: "e".into(),
+            dlq_topic: "d".into(),
+            actions_topic_prefix: "a".into(),
+            security_protocol: "SASL_SSL".into(),
+            sasl_mechanism: "PLAIN".into(),
+            sasl_username: "u".into(),
+            sasl_password: load_agent_domain::settings::Secret::new("p"),
+            session_timeout_ms: 6_000,
+            heartbeat_interval_ms: 1_000,
+            ..KafkaSettings::default()
+        };
+        settings.validate().expect("valid");
+        let c = KafkaConfig::from_settings(&settings);
+        assert_eq!((c.brokers.as_str(), c.group_id.as_str()), ("k1:9092,k2:9092", "g"));
+        assert_eq!(
+            (c.events_topic.as_str(), c.dlq_topic.as_str(), c.actions_topic_prefix.as_str()),
+            ("e", "d", "a")
+        );
+        assert_eq!(
+            (c.session_timeout, c.heartbeat_interval),
+            (Duration::from_secs(6), Duration::from_secs(1))
+        );
+        assert!(c.client_overrides.contains(&("sasl.password".to_string(), "p".to_string())));
+        assert!(!format!("{c:?}").contains("\"p\""), "the password is masked in Debug");
     }
 }

@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use load_agent_ingest::{InboundRecord, RecordOutcome, RecordProcessor};
 use load_agent_runtime::Shutdown;
 use load_agent_runtime::stages::{self, Stage};
 use load_agent_store::DeadLetterStore;
@@ -51,9 +52,7 @@ use crate::config::KafkaConfig;
 use crate::dlq::{KAFKA_DEFAULT_MAX_MESSAGE_BYTES, PRODUCER_MAX_BYTES, REDUCED_MAX_BYTES};
 use crate::metric_names as names;
 use crate::partition::PartitionWork;
-use crate::process::{RecordOutcome, RecordProcessor};
 use crate::produce::{DlqProducer, DlqWritten};
-use crate::record::InboundRecord;
 
 /// Bounds and timings of the consumer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -514,7 +513,7 @@ pub async fn consume(
             received = consumer.recv() => match received {
                 Ok(message) => {
                     errors_in_a_row = 0;
-                    let record = InboundRecord::from_message(&message);
+                    let record = crate::record::from_message(&message);
                     drop(message);
                     runner.admit(record);
                 }

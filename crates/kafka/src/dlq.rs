@@ -8,10 +8,8 @@
 //! and `dlq-body`, which names the row of the store's `dead_letters` table that keeps the whole
 //! record (`dead_letters:topic/partition/offset`). So the partition moves on and nothing is lost.
 
+use load_agent_ingest::{DeadLetter, InboundRecord, MAX_RECORD_BYTES};
 use sha2::{Digest, Sha256};
-
-use crate::process::{DeadLetter, MAX_RECORD_BYTES};
-use crate::record::InboundRecord;
 
 /// The error text.
 pub const HEADER_ERROR: &str = "dlq-error";
@@ -163,7 +161,7 @@ fn own_headers(record: &InboundRecord) -> Headers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::process::DeadLetterKind;
+    use load_agent_ingest::DeadLetterKind;
 
     fn header<'a>(h: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a str> {
         h.iter().find(|(n, _)| n == name).and_then(|(_, v)| std::str::from_utf8(v).ok())

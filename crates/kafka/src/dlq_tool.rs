@@ -1,5 +1,5 @@
 //! `load-agent dlq`: reading the DLQ topic (`list`, `show`) and sending chosen dead letters
-//! back to the events topic (`redrive`) once their cause is fixed (feature `broker`).
+//! back to the events topic (`redrive`) once their cause is fixed.
 //!
 //! Redrive republishes each record with its original key, value and headers, without the
 //! `dlq-*` headers. A reduced dead letter (docs/kafka.md, "Dead letters of any size") is
@@ -8,6 +8,7 @@
 //! recognizes an event already in the log by its event id and writes nothing.
 
 use chrono::{DateTime, Utc};
+use load_agent_ingest::InboundRecord;
 use load_agent_store::DeadLetterStore;
 use serde::Serialize;
 
@@ -18,7 +19,6 @@ use crate::dlq::{
 };
 use crate::dump_kafka::{DumpError, read_topic};
 use crate::produce::Producer;
-use crate::record::InboundRecord;
 
 /// Which dead letters a command applies to; an empty filter takes them all.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

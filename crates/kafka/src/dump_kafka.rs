@@ -1,18 +1,17 @@
-//! `load-agent dump`: records a topic from Kafka as a dump (feature `broker`); [`read_topic`],
-//! the reader under it, also serves `load-agent dlq`.
+//! `load-agent dump`: records a topic from Kafka as a dump (the file format is
+//! `load_agent_ingest::dump`); [`read_topic`], the reader under it, also serves `load-agent dlq`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+use load_agent_ingest::{DumpRecord, InboundRecord};
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::config::KafkaConfig;
-use crate::dump::DumpRecord;
-use crate::record::InboundRecord;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DumpError {
@@ -101,7 +100,7 @@ pub async fn read_topic(
         let next = tokio::time::timeout(Duration::from_secs(1), consumer.recv()).await;
         match next {
             Ok(Ok(message)) => {
-                let record = InboundRecord::from_message(&message);
+                let record = crate::record::from_message(&message);
                 drop(message);
                 let (partition, offset) = (record.partition, record.offset);
                 on_record(record)?;

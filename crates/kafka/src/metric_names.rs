@@ -3,11 +3,6 @@
 //! one metric of one kind (the kind is in each constant's doc); docs/kafka.md and
 //! docs/operations.md say what they mean.
 
-// The unit of work (process.rs).
-
-/// Counter, label `outcome`: records through the unit of work.
-pub const RECORDS_TOTAL: &str = "load_agent_records_total";
-
 // The consumer (consumer.rs).
 
 /// Counter, labels `kind`, `code`, `form`: dead letters written (counted after the write).

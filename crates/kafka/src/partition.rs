@@ -15,6 +15,12 @@ pub trait Offsetted {
     fn offset(&self) -> i64;
 }
 
+impl Offsetted for load_agent_ingest::InboundRecord {
+    fn offset(&self) -> i64 {
+        self.offset
+    }
+}
+
 impl Offsetted for i64 {
     fn offset(&self) -> i64 {
         *self

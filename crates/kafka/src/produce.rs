@@ -18,6 +18,7 @@ use load_agent_avro::Addresses;
 use load_agent_avro::action_command::encode_action_command_with_id;
 use load_agent_avro::inbound::encode_inbound_with_id;
 use load_agent_domain::{Destination, InboundEvent, OutcomeStatus};
+use load_agent_ingest::{DeadLetter, InboundRecord};
 use load_agent_runtime::{
     Delivery, DeliveryCommand, DeliveryError, Destinations, LoadQueue, QueueError, Receipt, SnapshotSource,
 };
@@ -31,8 +32,6 @@ use crate::config::KafkaConfig;
 use crate::dlq::{
     PRODUCER_MAX_BYTES, dead_letter_headers, kept_reference, record_size_estimate, reduced_dead_letter,
 };
-use crate::process::DeadLetter;
-use crate::record::InboundRecord;
 
 /// Header carrying an action's idempotency key (topics.md).
 pub const HEADER_IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -40,7 +39,7 @@ pub const HEADER_IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// decoding the value).
 pub const HEADER_ACTION_KIND: &str = "action-kind";
 /// Header naming who wrote an inbound record the agent produced itself.
-pub use crate::record::HEADER_SOURCE;
+pub use load_agent_ingest::record::HEADER_SOURCE;
 
 /// An idempotent producer that waits for each acknowledgement.
 ///

@@ -25,24 +25,59 @@ use load_agent_avro::{decode_action_command, encode_inbound};
 use load_agent_domain::{
     Contact, EventKind, InboundEvent, Language, LoadRegistered, LogEntry, RiskBand, Role, Stop, StopKind,
 };
+use load_agent_ingest::{DumpRecord, record_processor};
 use load_agent_kafka::{
-    ConsumeReport, ConsumerConfig, ConsumerError, DumpRecord, KafkaConfig, consume, dump, ensure_topics,
-    kafka_relay, kafka_timer_pump, record_processor,
+    AddressBook, ConsumeReport, ConsumerConfig, ConsumerError, KafkaConfig, KafkaDestinations,
+    KafkaEventPublisher, SnapshotAddressBook, consume, dump, ensure_topics,
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
-    CacheConfig, Clock, GroupCommitConfig, PumpConfig, RelayConfig, SendLimits, ShutdownTrigger, SystemClock,
-    WorkerConfig, shutdown_channel,
+    CacheConfig, Clock, ContactLimitedOutbox, GroupCommitConfig, LoadQueue, PumpConfig, Relay, RelayConfig,
+    SendLimits, ShutdownTrigger, SnapshotCache, SnapshotSource, SystemClock, TimerPump, WorkerConfig,
+    shutdown_channel,
 };
-use load_agent_store::{OutboxStatus, PgStore, Stores};
+use load_agent_store::{Outbox, OutboxStatus, PgStore, Stores};
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::task::JoinHandle;
+
+/// The relay of a Kafka deployment, wired as the binary wires it (`load-agent relay`): due rows
+/// pass the send limit, go to the action topics with the contact's addresses, and their
+/// outcomes go to the inbound topic.
+fn kafka_relay(
+    stores: &Stores,
+    kafka: &KafkaConfig,
+    limits: &SendLimits,
+    clock: Arc<dyn Clock>,
+    config: RelayConfig,
+) -> Result<Relay, KafkaError> {
+    let snapshots: Arc<dyn SnapshotSource> =
+        Arc::new(SnapshotCache::new(stores.events.clone(), CacheConfig::default()));
+    let addresses: Arc<dyn AddressBook> = Arc::new(SnapshotAddressBook::new(snapshots));
+    let destinations = Arc::new(KafkaDestinations::new(kafka, Some(addresses))?);
+    let outcomes: Arc<dyn LoadQueue> = Arc::new(KafkaEventPublisher::new(kafka, "load-agent-relay")?);
+    let outbox: Arc<dyn Outbox> =
+        Arc::new(ContactLimitedOutbox::new(stores.outbox.clone(), limits, clock.clone()));
+    Ok(Relay::new(outbox, stores.timers.clone(), destinations, outcomes, clock).with_config(config))
+}
+
+/// The timer pump of a Kafka deployment, wired as the binary wires it (`load-agent timer-pump`):
+/// `timer_fired` events go to the inbound topic.
+fn kafka_timer_pump(
+    stores: &Stores,
+    kafka: &KafkaConfig,
+    clock: Arc<dyn Clock>,
+    config: PumpConfig,
+) -> Result<TimerPump, KafkaError> {
+    let publisher: Arc<dyn LoadQueue> = Arc::new(KafkaEventPublisher::new(kafka, "load-agent-timer-pump")?);
+    Ok(TimerPump::new(stores.timers.clone(), publisher, clock).with_config(config))
+}
 
 // ------------------------------------------------------------------------------------------
 // The harness.
@@ -1053,8 +1088,8 @@ async fn produce_sized(env: &Env, offset: &mut i64, n: u32, value: &[u8]) -> i64
 #[test]
 fn dead_letters_of_every_size_reach_the_dlq_and_their_load_goes_on() {
     run(async {
+        use load_agent_ingest::MAX_RECORD_BYTES;
         use load_agent_kafka::dlq::PRODUCER_MAX_BYTES;
-        use load_agent_kafka::process::MAX_RECORD_BYTES;
 
         // The events topic takes records far larger than the service; the DLQ topic as
         // `ensure_topics` creates it (max.message.bytes = the producer's limit).
@@ -1106,7 +1141,7 @@ fn dead_letters_of_every_size_reach_the_dlq_and_their_load_goes_on() {
 #[test]
 fn a_dlq_topic_at_the_brokers_default_limit_gets_reduced_dead_letters_for_the_largest_records() {
     run(async {
-        use load_agent_kafka::process::MAX_RECORD_BYTES;
+        use load_agent_ingest::MAX_RECORD_BYTES;
 
         let env =
             Env::with_limits("dlqdefault", 1, TopicLimits { events: Some(3_000_000), dlq: Some(None) }).await;
@@ -1150,8 +1185,9 @@ fn a_dlq_topic_too_small_for_a_reduced_dead_letter_stops_the_consumer_at_start_n
 #[test]
 fn a_dead_letter_the_broker_refuses_for_good_is_written_reduced() {
     run(async {
+        use load_agent_ingest::{DeadLetter, DeadLetterKind, InboundRecord};
         use load_agent_kafka::dlq::PRODUCER_MAX_BYTES;
-        use load_agent_kafka::{DeadLetter, DeadLetterKind, DlqProducer, DlqWritten, InboundRecord};
+        use load_agent_kafka::{DlqProducer, DlqWritten};
 
         // The producer believes the topic takes its own limit; the broker refuses anything over
         // 100,000 bytes: a permanent error, so the record goes to dead_letters and a reduced record

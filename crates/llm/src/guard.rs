@@ -183,15 +183,10 @@ mod tests {
     use crate::types::PlannedAction;
     use tokio::time::Instant;
 
+    /// The defaults: a 20 s call timeout, 2 retries backing off from 500 ms to 8 s, a 120 s run
+    /// deadline, 20 calls per second.
     fn settings() -> LlmSettings {
-        LlmSettings {
-            call_timeout: Duration::from_secs(20),
-            max_retries: 2,
-            backoff_base: Duration::from_millis(500),
-            backoff_max: Duration::from_secs(8),
-            run_deadline: Duration::from_secs(120),
-            calls_per_second: 20,
-        }
+        LlmSettings::default()
     }
 
     fn req() -> PlanRequest {

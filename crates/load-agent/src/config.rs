@@ -4,9 +4,10 @@
 //! name the setting; secrets are wrapped and never printed (docs/configuration.md).
 //!
 //! Each crate owns its sections (type, defaults, checks): `[database]` and `[lifecycle]` the
-//! store, `[kafka]` the kafka crate, `[llm]` the llm crates, `[relay]`, `[timers]`, `[worker]`
-//! and `[shutdown]` the runtime. This file composes them with figment, owns `[http]`, `[log]`
-//! and `[console]`, and checks what spans sections (production mode needs Postgres).
+//! store, `[kafka]` the ingest crate (read in every build; the kafka crate builds its clients'
+//! configuration from it), `[llm]` the llm crates, `[relay]`, `[timers]`, `[worker]` and
+//! `[shutdown]` the runtime. This file composes them with figment, owns `[http]`, `[log]` and
+//! `[console]`, and checks what spans sections (production mode needs Postgres).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -14,7 +15,7 @@ use std::path::Path;
 use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
 use figment::value::Value;
-use load_agent_kafka::{KafkaConfig, KafkaSettings};
+use load_agent_ingest::KafkaSettings;
 use load_agent_llm::LlmConfig;
 use load_agent_runtime::{RelaySettings, RuntimeConfig, ShutdownSettings, TimerSettings, WorkerSettings};
 use load_agent_store::{DatabaseSettings, LifecycleSettings, StoreOptions};
@@ -244,9 +245,9 @@ impl Settings {
     }
 
     /// The Kafka clients' configuration of the `[kafka]` section.
-    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
-    pub fn kafka_config(&self) -> KafkaConfig {
-        KafkaConfig::from_settings(&self.kafka)
+    #[cfg(feature = "kafka")]
+    pub fn kafka_config(&self) -> load_agent_kafka::KafkaConfig {
+        load_agent_kafka::KafkaConfig::from_settings(&self.kafka)
     }
 
     /// The effective configuration with secrets masked, as TOML.

@@ -1,11 +1,13 @@
-//! Logs and metrics. Every metric name is a constant of the crate that emits it (the runtime's
-//! and the Kafka crate's `metric_names`, and this module's for the binary's own: the store
-//! gauges and the partition and retention jobs); [`METRICS`] lists the ones described and made
-//! present from the start. What they mean: docs/operations.md.
+//! Logs and metrics. Every metric name is a constant of the crate that emits it (the runtime's,
+//! the ingest crate's and the Kafka crate's `metric_names`, and this module's for the binary's
+//! own: the store gauges and the partition and retention jobs); [`METRICS`] lists the ones
+//! described and made present from the start, and `KAFKA_METRICS` the Kafka consumer's (builds
+//! with the `kafka` feature). What they mean: docs/operations.md.
 
 use std::time::Duration;
 
 use chrono::Utc;
+#[cfg(feature = "kafka")]
 use load_agent_kafka::metric_names as kafka;
 use load_agent_runtime::metric_names as runtime;
 use load_agent_store::Stores;
@@ -27,7 +29,7 @@ pub fn init_metrics() -> Result<PrometheusHandle, String> {
     let handle = PrometheusBuilder::new().install_recorder().map_err(|e| format!("metrics recorder: {e}"))?;
     // Every named metric is present from the start (at zero), so dashboards and alerts see it
     // before the first event; labeled series appear as they are used.
-    for (name, help) in METRICS {
+    for (name, help) in described() {
         if name.ends_with("_total") {
             metrics::describe_counter!(*name, *help);
             metrics::counter!(*name).increment(0);
@@ -65,21 +67,42 @@ pub const METRICS: &[(&str, &str)] = &[
     (runtime::DECISIONS_TOTAL, "Decisions committed, by path."),
     (runtime::LLM_CALLS_TOTAL, "LLM calls recorded in decisions, by method."),
     (runtime::LLM_COST_MICROUSD_TOTAL, "LLM cost recorded in decisions, in millionths of a USD."),
-    (kafka::CONSUMER_LAG, "Kafka consumer lag, by partition."),
     (runtime::CACHE_HITS_TOTAL, "LoadState snapshot cache hits."),
     (runtime::CACHE_MISSES_TOTAL, "LoadState snapshot cache misses."),
     (runtime::INVALID_EVENTS_TOTAL, "Events refused as invalid (to the DLQ)."),
-    (kafka::DEAD_LETTERS_TOTAL, "Records sent to the DLQ."),
     (runtime::RELAY_SENDS_TOTAL, "Relay sends, by destination and result."),
     (runtime::DUPLICATE_ACTION_KEYS_TOTAL, "Decisions that reused a committed action key."),
     (runtime::OPS_ALERTS_TOTAL, "Ops alerts (Hero-channel and internal action failures)."),
-    (kafka::CONSUMER_CLOSE_TIMEOUTS_TOTAL, "Kafka consumer closes librdkafka did not complete in 30 s."),
     (PARTITION_FAILURES_TOTAL, "Runs that could not make the partitions ahead (Postgres)."),
     (
         RETENTION_FAILURES_TOTAL,
         "Retention steps that failed (an archive that does not verify, a refused drop).",
     ),
 ];
+
+/// The Kafka consumer's metrics, described and present from the start in a build with the
+/// `kafka` feature (the embedded default has no consumer).
+#[cfg(feature = "kafka")]
+pub const KAFKA_METRICS: &[(&str, &str)] = &[
+    (kafka::CONSUMER_LAG, "Kafka consumer lag, by partition."),
+    (kafka::DEAD_LETTERS_TOTAL, "Records sent to the DLQ."),
+    (kafka::CONSUMER_CLOSE_TIMEOUTS_TOTAL, "Kafka consumer closes librdkafka did not complete in 30 s."),
+];
+
+/// Every metric this build describes: [`METRICS`], and `KAFKA_METRICS` with the `kafka` feature.
+fn described() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    let kafka: &[(&str, &str)] = {
+        #[cfg(feature = "kafka")]
+        {
+            KAFKA_METRICS
+        }
+        #[cfg(not(feature = "kafka"))]
+        {
+            &[]
+        }
+    };
+    METRICS.iter().chain(kafka)
+}
 
 /// Samples the store-backed gauges every `every`.
 pub async fn sample_store_gauges(
@@ -116,7 +139,7 @@ mod tests {
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::{Path, PathBuf};
 
-    use super::METRICS;
+    use super::described;
 
     fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).expect("a source directory").flatten() {
@@ -239,9 +262,10 @@ mod tests {
         }
 
         // What init_metrics describes: each once, as the kind it is used as.
-        let described: BTreeSet<&str> = METRICS.iter().map(|(n, _)| *n).collect();
-        assert_eq!(described.len(), METRICS.len(), "a metric is described twice");
-        for (name, _) in METRICS {
+        let all: Vec<&(&str, &str)> = described().collect();
+        let unique: BTreeSet<&str> = all.iter().map(|(n, _)| *n).collect();
+        assert_eq!(unique.len(), all.len(), "a metric is described twice");
+        for (name, _) in all {
             let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
             assert!(names.iter().any(|n| n.as_str() == *name), "{name} is not a metric_names constant");
             if let Some(used_as) = kinds.get(*name) {

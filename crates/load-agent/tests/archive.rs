@@ -40,8 +40,8 @@ fn normalize(state: &mut serde_json::Value) {
 async fn fill(db: &Path) -> (Vec<String>, String) {
     let stores = load_agent_store::open_store(&format!("sqlite://{}", db.display())).await.expect("open");
     let dump = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../evals/dumps/sample.jsonl");
-    let records = load_agent_kafka::read_dump(&dump).expect("the sample dump");
-    load_agent_kafka::replay_records(records, stores.clone()).await.expect("replay");
+    let records = load_agent_ingest::read_dump(&dump).expect("the sample dump");
+    load_agent_ingest::replay_records(records, stores.clone()).await.expect("replay");
     let ids = stores.events.load_ids(usize::MAX).await.expect("ids");
     let (entries, _) = stores.events.read(&ids[0]).await.expect("read");
     (ids, entries[0].recorded_at().format("%Y-%m").to_string())

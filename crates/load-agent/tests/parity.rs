@@ -18,7 +18,7 @@ use load_agent_domain::{
     ActionBody, ActionKind, Contact, DocumentFields, DocumentType, EventKind, InboundEvent, Language,
     LogEntry, MessageChannel, OutcomeStatus, RiskBand, Role, StopStatusKind,
 };
-use load_agent_kafka::replay::DecisionLine;
+use load_agent_ingest::replay::DecisionLine;
 use load_agent_store::{EventStore, PgStore};
 
 fn event(load: &str, id: &str, kind: EventKind) -> InboundEvent {
@@ -65,7 +65,7 @@ async fn topic_events(brokers: &str, topic: &str) -> (Vec<u8>, Vec<InboundEvent>
     load_agent_kafka::dump(brokers, topic, true, true, &mut out).await.expect("dump the events topic");
     let events = String::from_utf8_lossy(&out)
         .lines()
-        .map(|l| serde_json::from_str::<load_agent_kafka::DumpRecord>(l).expect("a dump line"))
+        .map(|l| serde_json::from_str::<load_agent_ingest::DumpRecord>(l).expect("a dump line"))
         .map(|r| {
             let value = r.to_record().expect("record").value.expect("a value");
             load_agent_avro::decode_inbound(&value).expect("an event")

@@ -156,8 +156,9 @@ pub struct LifecycleSettings {
     pub dead_days: u32,
     /// Days fired and cancelled timers are kept.
     pub timer_days: u32,
-    /// Where retention archives a log month before it drops it (a directory or file:// URL; each
-    /// month in `<archive_to>/YYYY-MM`). Empty: log months are never dropped.
+    /// Where retention archives a log month before it drops it (a directory or file:// URL, or an
+    /// object store URL in a `cloud` build; each month in `<archive_to>/YYYY-MM`). Empty: log
+    /// months are never dropped.
     pub archive_to: String,
 }
 

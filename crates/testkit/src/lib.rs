@@ -1,5 +1,6 @@
 //! The fixtures the workspace's tests and benches share, so each is written once: load 481207 of
-//! ADR 0001 and the sample loads built from it ([`load`]), events ([`events`]), times ([`at`],
+//! ADR 0001 and the sample loads built from it ([`load`]), events ([`events`]), the decision that
+//! opens the ETA ask ([`ask`]), times ([`at`],
 //! [`t0`]), the decision harnesses that process events the way the worker does without a store
 //! (`agent` feature: `decide`), Postgres for tests (`postgres` feature: `pg`), and store
 //! fixtures: appends of the agent's shape, the benches' Postgres schema, an `EventStore` wrapper
@@ -10,6 +11,7 @@
 //! Use it from integration tests (`tests/`) and benches: a crate's own `#[cfg(test)]` unit tests
 //! would see this kit's copy of that crate's types, a different crate to the compiler.
 
+pub mod ask;
 pub mod events;
 pub mod load;
 

@@ -7,9 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use load_agent_domain::{
-    ActionBody, ActionKeys, AskStepRef, AskTransition, DecisionPath, DecisionRecord, EventKind, InboundEvent,
-    IntentRecord, LlmUsage, LoadSummary, LogEntry, SopRef, StepKind, TimerRef, ask_id_for, ask_types,
-    decision_id_for, timer_id,
+    DecisionRecord, EventKind, InboundEvent, IntentRecord, LlmUsage, LoadSummary, LogEntry, SopRef,
 };
 use load_agent_store::{
     AppendError, AppendRequest, EventStore, NewOutboxRow, PgStore, StoreError, StoreOptions, Stores,
@@ -60,50 +58,8 @@ pub fn agent_append(load: &str, n: u64, version: u64) -> (Vec<LogEntry>, Vec<New
             ),
         },
     });
-    let ask_id = ask_id_for(&event_id, ask_types::ETA_REQUEST);
-    let step = AskStepRef { ask_id: ask_id.clone(), ask_type: ask_types::ETA_REQUEST.into(), attempt: 1 };
-    let tid = timer_id(load, &ask_id, 1);
-    let fire_at = at + TimeDelta::minutes(30);
-    let mut keys = ActionKeys::new(load, &event_id);
-    keys.step(
-        step.clone(),
-        ActionBody::SendSms {
-            to: "drv".into(),
-            body: "Hi Luis, what is your ETA to Acme DC? Reply with a time.".into(),
-        },
-    );
-    keys.step(
-        step,
-        ActionBody::SetTimer { timer_id: tid.clone(), ask_id: ask_id.clone(), attempt: 1, fire_at },
-    );
-    let sop = SopRef { id: "client_a".into(), version: 1 };
     let decision = DecisionRecord {
-        decision_id: decision_id_for(&event_id),
-        load_id: load.into(),
-        trigger_event_id: event_id.clone(),
-        trigger_kind: "sms".into(),
         decided_at: at + TimeDelta::seconds(1),
-        sop: Some(sop.clone()),
-        path: DecisionPath::Triage,
-        transitions: vec![
-            AskTransition::AskOpened {
-                ask_id: ask_id.clone(),
-                ask_type: ask_types::ETA_REQUEST.into(),
-                target_contact: "drv".into(),
-                sop,
-                opened_at: at,
-                max_attempts: 2,
-                stop_sequence: Some(1),
-            },
-            AskTransition::AskStepTaken {
-                ask_id,
-                step: 1,
-                step_kind: StepKind::Attempt,
-                timer: Some(TimerRef { timer_id: tid, fire_at }),
-            },
-        ],
-        contact_updates: vec![],
-        actions: keys.into_actions(),
         rationale:
             "The driver reports a delay without an ETA; client_a's SOP asks for one and waits 30 minutes."
                 .into(),
@@ -116,6 +72,13 @@ pub fn agent_append(load: &str, n: u64, version: u64) -> (Vec<LogEntry>, Vec<New
             cost_usd: 0.0004,
             latency_ms: 38,
         }],
+        ..crate::ask::eta_ask_opened(
+            load,
+            &event_id,
+            at,
+            SopRef { id: "client_a".into(), version: 1 },
+            "Hi Luis, what is your ETA to Acme DC? Reply with a time.",
+        )
     };
     let rows = load_agent_runtime::outbox_rows(&decision, version + 2);
     (vec![inbound, LogEntry::Decision(decision)], rows)

@@ -36,7 +36,17 @@ pub fn decision(
     transitions: Vec<AskTransition>,
     actions: Vec<Action>,
 ) -> DecisionRecord {
-    DecisionRecord::new(DecisionDraft {
+    DecisionRecord::new(draft(event_id, when, transitions, actions)).expect("valid decision")
+}
+
+/// The draft of a decision on client_a's SOP taken for `event_id` (`DecisionRecord::new` checks it).
+pub fn draft(
+    event_id: &str,
+    when: DateTime<Utc>,
+    transitions: Vec<AskTransition>,
+    actions: Vec<Action>,
+) -> DecisionDraft {
+    DecisionDraft {
         load_id: LOAD.into(),
         trigger_event_id: event_id.into(),
         trigger_kind: "test".into(),
@@ -49,8 +59,7 @@ pub fn decision(
         rationale: "test".into(),
         intent: None,
         llm_usage: vec![],
-    })
-    .expect("valid decision")
+    }
 }
 
 /// One contact attempt of the ETA ask by SMS with a timer, as client_a's SOP takes it.

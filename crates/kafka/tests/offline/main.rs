@@ -1,5 +1,4 @@
-//! The tests of load-agent-kafka that need no broker, in one binary: the schema registry client,
-//! and the recorded dumps of `evals/dumps/` replayed to their goldens.
+//! The tests of load-agent-kafka that need no broker, in one binary: the schema registry client
+//! (the recorded dumps' replays are load-agent-ingest's tests).
 
-mod dumps;
 mod registry;

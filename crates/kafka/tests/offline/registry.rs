@@ -9,7 +9,8 @@ use load_agent_avro::inbound::encode_inbound_with_id;
 use load_agent_avro::registry_client::{RegistryClient, RegistrySettings};
 use load_agent_avro::registry_stub::start_stub;
 use load_agent_domain::InboundEvent;
-use load_agent_kafka::{KafkaConfig, RecordOutcome, record_processor, register_schemas};
+use load_agent_ingest::{InboundRecord, RecordOutcome, record_processor};
+use load_agent_kafka::{KafkaConfig, register_schemas};
 use load_agent_llm::FakeLlm;
 use load_agent_runtime::CacheConfig;
 use load_agent_runtime::{FakeClock, GroupCommitConfig, WorkerConfig};
@@ -24,8 +25,8 @@ fn registration() -> InboundEvent {
     load_agent_testkit::events::registration("R1", "reg-R1", load_agent_testkit::at("2026-03-02T12:00:00Z"))
 }
 
-fn record(value: Vec<u8>, offset: i64) -> load_agent_kafka::InboundRecord {
-    load_agent_kafka::InboundRecord {
+fn record(value: Vec<u8>, offset: i64) -> InboundRecord {
+    InboundRecord {
         topic: "load-agent.events".into(),
         partition: 0,
         offset,

@@ -172,7 +172,7 @@ pub fn run(settings: &Settings, cmd: DlqCommand) -> Result<(), CliError> {
 }
 
 /// Every header and the value of one dead letter.
-fn show(r: &load_agent_kafka::InboundRecord) -> String {
+fn show(r: &load_agent_ingest::InboundRecord) -> String {
     let mut s = format!(
         "== {}:{}  key {}\n",
         r.partition,

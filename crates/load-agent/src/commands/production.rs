@@ -1,4 +1,7 @@
-//! Production mode: Kafka in and out, Postgres (built with the `kafka` feature).
+//! Production mode: Kafka in and out, Postgres (built with the `kafka` feature): the pipeline's
+//! loops wired from the Kafka crate's pieces (the consumer over the ingest crate's unit of work,
+//! the relay to the action topics behind the send limit, the timer pump to the inbound topic),
+//! and `load-agent topics ensure`.
 
 use crate::commands::service::Role;
 use crate::config::Settings;
@@ -78,11 +81,16 @@ mod imp {
     use std::sync::atomic::Ordering;
     use std::time::Duration;
 
+    use load_agent_ingest::record_processor;
     use load_agent_kafka::{
-        ConsumerConfig, KafkaConfig, consume, ensure_topics, kafka_relay, kafka_timer_pump, record_processor,
+        AddressBook, ConsumerConfig, KafkaConfig, KafkaDestinations, KafkaEventPublisher,
+        SnapshotAddressBook, consume, ensure_topics,
     };
-    use load_agent_runtime::{Clock, Shutdown, SystemClock, shutdown_channel};
-    use load_agent_store::Stores;
+    use load_agent_runtime::{
+        CacheConfig, Clock, ContactLimitedOutbox, LoadQueue, PumpConfig, Relay, RelayConfig, SendLimits,
+        Shutdown, SnapshotCache, SnapshotSource, SystemClock, TimerPump, shutdown_channel,
+    };
+    use load_agent_store::{Outbox, Stores};
     use tokio::task::JoinSet;
     use tracing::{error, info};
 
@@ -134,20 +142,56 @@ mod imp {
                 });
             }
             if matches!(role, Role::All | Role::Relay) {
-                let mut relay = kafka_relay(stores, kafka, &limits, clock.clone(), rc.relay)
-                    .or_fail("load-agent: relay producer")?;
+                let mut relay = kafka_relay(stores, kafka, &limits, clock.clone(), rc.relay)?;
                 if let Some(signal) = commit_signal.take() {
                     relay = relay.with_wakeup(signal);
                 }
                 tasks.spawn(Arc::new(relay).run(shutdown.clone()));
             }
             if matches!(role, Role::All | Role::TimerPump) {
-                let pump = kafka_timer_pump(stores, kafka, clock, rc.pump)
-                    .or_fail("load-agent: timer pump producer")?;
+                let pump = kafka_timer_pump(stores, kafka, clock, rc.pump)?;
                 tasks.spawn(Arc::new(pump).run(shutdown.clone()));
             }
             Ok(())
         }
+    }
+
+    /// The relay on Kafka: due rows pass the per-contact send limit, go to
+    /// `load-agent.actions.<service>` with the contact's addresses (read from the load's
+    /// snapshot), and their outcomes go to the inbound topic. Run it with
+    /// `Arc::new(relay).run(shutdown)`. A producer that cannot be created fails the command.
+    fn kafka_relay(
+        stores: &Stores,
+        kafka: &KafkaConfig,
+        limits: &SendLimits,
+        clock: Arc<dyn Clock>,
+        config: RelayConfig,
+    ) -> Result<Relay, CliError> {
+        let fail = "load-agent: relay producer";
+        let snapshots: Arc<dyn SnapshotSource> =
+            Arc::new(SnapshotCache::new(stores.events.clone(), CacheConfig::default()));
+        let addresses: Arc<dyn AddressBook> = Arc::new(SnapshotAddressBook::new(snapshots));
+        let destinations = Arc::new(KafkaDestinations::new(kafka, Some(addresses)).or_fail(fail)?);
+        let outcomes: Arc<dyn LoadQueue> =
+            Arc::new(KafkaEventPublisher::new(kafka, "load-agent-relay").or_fail(fail)?);
+        let outbox: Arc<dyn Outbox> =
+            Arc::new(ContactLimitedOutbox::new(stores.outbox.clone(), limits, clock.clone()));
+        Ok(Relay::new(outbox, stores.timers.clone(), destinations, outcomes, clock).with_config(config))
+    }
+
+    /// The timer pump on Kafka: `timer_fired` events go to the inbound topic. Run it with
+    /// `Arc::new(pump).run(shutdown)`. A producer that cannot be created fails the command.
+    fn kafka_timer_pump(
+        stores: &Stores,
+        kafka: &KafkaConfig,
+        clock: Arc<dyn Clock>,
+        config: PumpConfig,
+    ) -> Result<TimerPump, CliError> {
+        let publisher: Arc<dyn LoadQueue> = Arc::new(
+            KafkaEventPublisher::new(kafka, "load-agent-timer-pump")
+                .or_fail("load-agent: timer pump producer")?,
+        );
+        Ok(TimerPump::new(stores.timers.clone(), publisher, clock).with_config(config))
     }
 
     pub async fn run(settings: &Settings, role: Role) -> Result<(), CliError> {

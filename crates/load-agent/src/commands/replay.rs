@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use load_agent_domain::LogEntry;
-use load_agent_kafka::{InboundRecord, read_dump, replay, replay_records};
+use load_agent_ingest::{InboundRecord, read_dump, replay, replay_records};
 use load_agent_store::open_store;
 
 use crate::commands::store_cmds::runtime;

@@ -1,7 +1,7 @@
 //! Log entries and outbox rows for the contract tests: every event kind and a decision with
 //! every field set, so that round trips cover the whole entry.
 
-use chrono::{DateTime, Duration, FixedOffset, TimeZone, Utc};
+use chrono::{DateTime, Duration, TimeZone, Utc};
 use load_agent_domain::*;
 use load_agent_store::NewOutboxRow;
 
@@ -25,53 +25,7 @@ pub fn sms(load: &str, id: &str, at: DateTime<Utc>) -> LogEntry {
 }
 
 pub fn registered(load: &str, at: DateTime<Utc>) -> LogEntry {
-    let tz = |h: i32| FixedOffset::west_opt(h * 3600).expect("offset");
-    let reg = LoadRegistered {
-        load_id: load.into(),
-        client: "client_a".into(),
-        sop_version: Some(3),
-        contacts: vec![
-            Contact {
-                id: "drv".into(),
-                role: Role::Driver,
-                name: "Luis Peña".into(),
-                phone: Some("+13125550111".into()),
-                email: None,
-                slack: None,
-                language: Language::Es,
-            },
-            Contact {
-                id: "disp".into(),
-                role: Role::CarrierDispatcher,
-                name: "Dana".into(),
-                phone: None,
-                email: Some("dana@carrier.example".into()),
-                slack: Some("@dana".into()),
-                language: Language::En,
-            },
-        ],
-        stops: vec![
-            Stop {
-                sequence: 1,
-                kind: StopKind::Pickup,
-                name: "Acme DC".into(),
-                address: "1 Dock Rd, Joliet, IL".into(),
-                appointment: tz(6).with_ymd_and_hms(2026, 3, 2, 8, 0, 0).single().expect("time"),
-                po_numbers: vec!["55821".into(), "55822".into()],
-                reference: Some("REF-1".into()),
-            },
-            Stop {
-                sequence: 2,
-                kind: StopKind::Delivery,
-                name: "Store 88".into(),
-                address: "88 Main St, Dayton, OH".into(),
-                appointment: tz(5).with_ymd_and_hms(2026, 3, 2, 16, 0, 0).single().expect("time"),
-                po_numbers: vec![],
-                reference: None,
-            },
-        ],
-        reefer: Some(Reefer { set_point_f: 34.0, tolerance_f: 2.5 }),
-    };
+    let reg = LoadRegistered { load_id: load.into(), ..load_agent_testkit::load::full_load() };
     event(load, &format!("reg_{load}"), at, EventKind::LoadRegistered { load: reg })
 }
 
@@ -165,46 +119,9 @@ pub fn every_kind(load: &str) -> Vec<LogEntry> {
 
 /// A decision for `event_id` that takes step 1 of an ETA ask: an SMS and its timer.
 pub fn decision(load: &str, event_id: &str, at: DateTime<Utc>, cost: f64) -> LogEntry {
-    let ask_id = format!("ask:eta_request:{event_id}");
-    let step = AskStepRef { ask_id: ask_id.clone(), ask_type: "eta_request".into(), attempt: 1 };
-    let tid = timer_id(load, &ask_id, 1);
-    let fire_at = at + Duration::minutes(30);
-    let mut keys = ActionKeys::new(load, event_id);
-    keys.step(
-        step.clone(),
-        ActionBody::SendSms { to: "drv".into(), body: "¿Cuál es su hora estimada?".into() },
-    );
-    keys.step(
-        step,
-        ActionBody::SetTimer { timer_id: tid.clone(), ask_id: ask_id.clone(), attempt: 1, fire_at },
-    );
     LogEntry::Decision(DecisionRecord {
-        decision_id: decision_id_for(event_id),
-        load_id: load.into(),
-        trigger_event_id: event_id.into(),
         trigger_kind: "ping".into(),
-        decided_at: at,
-        sop: Some(SopRef { id: "client_a".into(), version: 3 }),
-        path: DecisionPath::Triage,
-        transitions: vec![
-            AskTransition::AskOpened {
-                ask_id: ask_id.clone(),
-                ask_type: "eta_request".into(),
-                target_contact: "drv".into(),
-                sop: SopRef { id: "client_a".into(), version: 3 },
-                opened_at: at,
-                max_attempts: 2,
-                stop_sequence: Some(1),
-            },
-            AskTransition::AskStepTaken {
-                ask_id,
-                step: 1,
-                step_kind: StepKind::Attempt,
-                timer: Some(TimerRef { timer_id: tid, fire_at }),
-            },
-        ],
         contact_updates: vec![ContactUpdate::SmsBlocked { contact_id: "old".into(), reason: "STOP".into() }],
-        actions: keys.into_actions(),
         rationale: "risk went high; ask the driver".into(),
         intent: Some(IntentRecord { intent: "eta_update".into(), probability: 0.93 }),
         llm_usage: vec![LlmUsage {
@@ -215,6 +132,13 @@ pub fn decision(load: &str, event_id: &str, at: DateTime<Utc>, cost: f64) -> Log
             cost_usd: cost,
             latency_ms: 41,
         }],
+        ..load_agent_testkit::ask::eta_ask_opened(
+            load,
+            event_id,
+            at,
+            SopRef { id: "client_a".into(), version: 3 },
+            "¿Cuál es su hora estimada?",
+        )
     })
 }
 

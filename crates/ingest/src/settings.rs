@@ -1,13 +1,13 @@
 //! The `[kafka]` section of the configuration: brokers, topics, group membership, security,
-//! with its defaults (topics.md) and checks; [`KafkaConfig::from_settings`] is the clients'
-//! configuration built from it. The binary composes the sections (docs/configuration.md).
-
-use std::time::Duration;
+//! with its defaults (topics.md) and checks; `load_agent_kafka::KafkaConfig::from_settings` is
+//! the clients' configuration built from it. The binary composes the sections
+//! (docs/configuration.md); the section lives here, out of the Kafka crate, so that the embedded
+//! default (built without Kafka) reads and checks the same configuration.
 
 use load_agent_domain::settings::{Secret, SettingError, serialize_masked_url};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ACTIONS_TOPIC_PREFIX, DLQ_TOPIC, EVENTS_TOPIC, GROUP_ID, KafkaConfig};
+use crate::topics::{ACTIONS_TOPIC_PREFIX, DLQ_TOPIC, EVENTS_TOPIC, GROUP_ID};
 
 fn bad(setting: &str, problem: impl Into<String>) -> SettingError {
     SettingError::new(setting, problem)
@@ -180,67 +180,13 @@ impl KafkaSettings {
     }
 }
 
-impl KafkaConfig {
-    /// The clients' configuration of the `[kafka]` section: brokers, topics, group, timeouts and
-    /// the security properties (applied last to every client). The send timeout keeps its
-    /// default; the schema ids are the embedded registry's until a registry gives others.
-    pub fn from_settings(settings: &KafkaSettings) -> Self {
-        KafkaConfig {
-            events_topic: settings.events_topic.clone(),
-            dlq_topic: settings.dlq_topic.clone(),
-            actions_topic_prefix: settings.actions_topic_prefix.clone(),
-            group_id: settings.group_id.clone(),
-            session_timeout: Duration::from_millis(settings.session_timeout_ms),
-            heartbeat_interval: Duration::from_millis(settings.heartbeat_interval_ms),
-            client_overrides: settings.client_overrides(),
-            ..KafkaConfig::new(settings.brokers.clone())
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn the_defaults_are_valid_and_the_clients_configuration_is_built_from_them() {
-        let settings = KafkaSettings::default();
-        settings.validate().expect("valid");
-        let mut config = KafkaConfig::from_settings(&settings);
-        let overrides = std::mem::take(&mut config.client_overrides);
-        assert_eq!(config, KafkaConfig::new(""), "the section's defaults are KafkaConfig::new's");
-        assert_eq!(overrides, vec![("security.protocol".to_string(), "plaintext".to_string())]);
-    }
-
-    #[test]
-    fn every_setting_reaches_the_clients_configuration() {
-        let settings = KafkaSettings {
-            brokers: "k1:9092,k2:9092".into(),
-            group_id: "g".into(),
-            events_topic: "e".into(),
-            dlq_topic: "d".into(),
-            actions_topic_prefix: "a".into(),
-            security_protocol: "SASL_SSL".into(),
-            sasl_mechanism: "PLAIN".into(),
-            sasl_username: "u".into(),
-            sasl_password: Secret::new("p"),
-            session_timeout_ms: 6_000,
-            heartbeat_interval_ms: 1_000,
-            ..KafkaSettings::default()
-        };
-        settings.validate().expect("valid");
-        let c = KafkaConfig::from_settings(&settings);
-        assert_eq!((c.brokers.as_str(), c.group_id.as_str()), ("k1:9092,k2:9092", "g"));
-        assert_eq!(
-            (c.events_topic.as_str(), c.dlq_topic.as_str(), c.actions_topic_prefix.as_str()),
-            ("e", "d", "a")
-        );
-        assert_eq!(
-            (c.session_timeout, c.heartbeat_interval),
-            (Duration::from_secs(6), Duration::from_secs(1))
-        );
-        assert!(c.client_overrides.contains(&("sasl.password".to_string(), "p".to_string())));
-        assert!(!format!("{c:?}").contains("\"p\""), "the password is masked in Debug");
+    fn the_defaults_are_valid() {
+        KafkaSettings::default().validate().expect("valid");
     }
 
     #[test]

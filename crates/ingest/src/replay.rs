@@ -36,11 +36,10 @@ use load_agent_runtime::{
 use load_agent_store::{EventStore, Outbox, PgStore, SqliteStore, StoreOptions, Stores, TimerStore};
 use serde::{Deserialize, Serialize};
 
-use crate::config::EVENTS_TOPIC;
 use crate::dump::{DumpFileError, read_dump};
 use crate::process::{RecordOutcome, RecordProcessor};
-use crate::record::HEADER_SOURCE;
-use crate::record::InboundRecord;
+use crate::record::{HEADER_SOURCE, InboundRecord};
+use crate::topics::EVENTS_TOPIC;
 use load_agent_runtime::{ContactLimitedOutbox, SendLimits};
 
 /// Rounds of queue, relay and pump before a settle is declared stuck.

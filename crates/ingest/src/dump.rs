@@ -7,8 +7,8 @@
 //!
 //! `key` is the UTF-8 key (`null` when absent; a key that is not UTF-8 goes to `key_b64`),
 //! `headers` the UTF-8 header values (others go to `headers_b64`), `value_b64` the value in
-//! standard base64 (`null` for a tombstone). `dump_kafka::dump` records a topic from Kafka
-//! (feature `broker`); reading and writing dump files needs no Kafka client.
+//! standard base64 (`null` for a tombstone). `load_agent_kafka::dump` records a topic from
+//! Kafka; reading and writing dump files needs no Kafka client.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};

@@ -1,17 +1,23 @@
 //! The unit of work of the consumer: one record in, one outcome out. Decode the Avro value
 //! (`load_agent_avro::decode_inbound`), check the record key against the payload's `load_id`,
-//! and run the load worker (`Worker::process_one`: snapshot, `prepare_event`, decide, append).
+//! and run the load worker (`Worker::process_one`: snapshot, `prepare_event`, decide, append);
+//! [`record_processor`] builds it from the stores.
 //!
-//! The Kafka consumer ([`crate::consumer`]) and `replay` ([`crate::replay`]) both call
+//! The Kafka consumer (`load_agent_kafka::consumer`) and `replay` (replay.rs) both call
 //! [`RecordProcessor::process`], so a replayed dump exercises exactly the consumer's code.
 //! Nothing here touches Kafka: the caller sends dead letters and stores offsets.
 
 use std::sync::Arc;
 
-use load_agent_agent::InvalidEvent;
+use load_agent_agent::{Agent, InvalidEvent};
 use load_agent_avro::{DecodeError, decode_inbound};
 use load_agent_domain::DecisionRecord;
-use load_agent_runtime::{RunOutcome, Worker};
+use load_agent_llm::LlmClient;
+use load_agent_runtime::{
+    CacheConfig, Clock, GroupCommit, GroupCommitConfig, RunOutcome, SnapshotCache, SnapshotSource, Worker,
+    WorkerConfig,
+};
+use load_agent_store::Stores;
 use tracing::warn;
 
 use crate::metric_names as names;
@@ -155,9 +161,9 @@ impl RecordOutcome {
 #[derive(Clone)]
 pub struct RecordProcessor {
     worker: Arc<Worker>,
-    /// Decodes records framed with a Confluent-compatible registry's ids; `None`: the
-    /// embedded registry.
-    #[cfg(feature = "broker")]
+    /// Decodes records framed with a Confluent-compatible registry's ids (feature `registry`);
+    /// `None`: the embedded registry.
+    #[cfg(feature = "registry")]
     registry: Option<Arc<load_agent_avro::registry_client::RegistryClient>>,
 }
 
@@ -171,7 +177,7 @@ impl RecordProcessor {
     pub fn new(worker: Arc<Worker>) -> Self {
         RecordProcessor {
             worker,
-            #[cfg(feature = "broker")]
+            #[cfg(feature = "registry")]
             registry: None,
         }
     }
@@ -179,7 +185,7 @@ impl RecordProcessor {
     /// Decodes values through a Confluent-compatible schema registry (writer schemas fetched by
     /// id and cached). A registry that cannot answer leaves the record for a retry; a value it
     /// cannot decode goes to the DLQ.
-    #[cfg(feature = "broker")]
+    #[cfg(feature = "registry")]
     pub fn with_registry(mut self, registry: Arc<load_agent_avro::registry_client::RegistryClient>) -> Self {
         self.registry = Some(registry);
         self
@@ -190,7 +196,7 @@ impl RecordProcessor {
         if len > MAX_RECORD_BYTES {
             return Err(RecordOutcome::DeadLetter(DeadLetter::too_large(len)));
         }
-        #[cfg(feature = "broker")]
+        #[cfg(feature = "registry")]
         if let Some(registry) = &self.registry {
             use load_agent_avro::registry_client::RegistryClientError;
             let event = match registry.decode_inbound(record.value.as_deref().unwrap_or_default()).await {
@@ -246,6 +252,24 @@ impl RecordProcessor {
         metrics::counter!(names::RECORDS_TOTAL, "outcome" => outcome.label()).increment(1);
         outcome
     }
+}
+
+/// The load worker over a snapshot cache, its appends grouped across loads by `group_commit`,
+/// as the consumer's unit of work. The cache is returned for its stats (hit rate).
+pub fn record_processor(
+    stores: &Stores,
+    agent: Arc<Agent>,
+    llm: Arc<dyn LlmClient>,
+    clock: Arc<dyn Clock>,
+    worker: WorkerConfig,
+    cache: CacheConfig,
+    group_commit: GroupCommitConfig,
+) -> (RecordProcessor, SnapshotCache) {
+    let cache = SnapshotCache::new(stores.events.clone(), cache);
+    let snapshots: Arc<dyn SnapshotSource> = Arc::new(cache.clone());
+    let appends = GroupCommit::wrap(stores.events.clone(), group_commit);
+    let worker = Worker::new(appends, snapshots, agent, llm, clock).with_config(worker);
+    (RecordProcessor::new(Arc::new(worker)), cache)
 }
 
 /// Decodes a record's value and checks its key against the payload's `load_id`: the part of the

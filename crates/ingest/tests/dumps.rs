@@ -2,12 +2,12 @@
 //! the consumer's unit of work, on a fresh SQLite store, no broker) to its golden decisions.
 //!
 //! After a deliberate change of behavior, regenerate and review:
-//! `cargo test -p load-agent-kafka --test offline -- --ignored regenerate`, then read the diff of
+//! `cargo test -p load-agent-ingest --test dumps -- --ignored regenerate`, then read the diff of
 //! `evals/dumps/*.golden.jsonl` against behavior.md.
 
 use std::path::{Path, PathBuf};
 
-use load_agent_kafka::{generate_dump, replay, write_dump};
+use load_agent_ingest::{generate_dump, replay, write_dump};
 
 fn dumps_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../evals/dumps")

@@ -31,8 +31,8 @@ use load_agent_domain::InboundEvent;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::config::EVENTS_TOPIC;
 use crate::record::InboundRecord;
+use crate::topics::EVENTS_TOPIC;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
