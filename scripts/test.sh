@@ -41,6 +41,8 @@ pg_isready -h 127.0.0.1 -p 5432 || { echo "PostgreSQL is not reachable on 127.0.
 # --- the dependency rules of docs/architecture.md (domain pure, agent without IO, ...) ------
 log "checking the crates' dependency rules (scripts/deps-check.sh)"
 ./scripts/deps-check.sh
+log "checking that no two modules of a crate import each other (scripts/module-cycles.sh)"
+./scripts/module-cycles.sh
 
 # --- deployment files, checked statically ----------------------------------------------------
 log "checking deploy/, docker-compose.kafka.yml and the Dockerfile"

@@ -16,8 +16,8 @@ use crate::wire;
 /// The record header that carries the idempotency key next to the value (topics.md).
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 
-/// The value `destination` takes for a noop, which has no destination and is never published.
-pub const NO_DESTINATION: &str = "none";
+/// The value `destination` takes for a noop (kept with the destination symbols it extends).
+pub use crate::convert::NO_DESTINATION;
 
 /// The decoded, validated form of the Avro `ActionCommand` record ([`wire::ActionCommand`]):
 /// what a delivery service acts on. (The relay's in-process request is the runtime's

@@ -171,7 +171,6 @@ mod tests {
     use std::io::Read;
 
     use super::*;
-    use crate::log_entry::decode_log_entry;
 
     #[test]
     fn a_read_past_the_end_is_an_error_that_apache_avro_does_not_read_as_null() {
@@ -182,20 +181,5 @@ mod tests {
         assert_ne!(err.kind(), std::io::ErrorKind::UnexpectedEof);
         assert!(input.read_past_end);
         assert_eq!(input.read(&mut []).expect("an empty read is no read"), 0);
-    }
-
-    /// Fuzz regression (fuzz/regressions/avro_decode/timeout-log-entry-v1-union-array-at-eof,
-    /// without its mode byte): a LogEntry v1 body of 80 bytes whose decision's `transitions`
-    /// array (items: a union) has a block count of millions and nothing after it. Before the fix
-    /// the decoder read each missing item as a `null` union, millions of them, before failing.
-    #[test]
-    fn a_huge_array_of_unions_at_the_end_of_a_short_body_fails_at_once() {
-        const BODY: &[u8] = b"\x22dec\x1ahero_\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x13\x02*\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\xff\xff\xff\x06\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02ll\x02\x02\x04";
-        let started = std::time::Instant::now();
-        let err = decode_log_entry(SchemaId(3), BODY).expect_err("truncated");
-        assert!(matches!(&err, DecodeError::Body { reason, .. } if reason.starts_with("truncated")), "{err}");
-        // Generous for a loaded CI machine; the unfixed decoder took about 1 s in release and
-        // far longer in a debug build.
-        assert!(started.elapsed() < std::time::Duration::from_millis(500), "{:?}", started.elapsed());
     }
 }

@@ -92,6 +92,9 @@ pub(crate) const OUTCOME_STATUSES: &str = "published|delivered|failed_permanent|
 pub(crate) const ACTION_KINDS: &str =
     "send_sms|send_email|post_slack|tms_note|set_timer|cancel_timer|create_hero_task|update_stage|noop";
 pub(crate) const DESTINATIONS: &str = "sms|email|slack|tms|hero|load_status|timer|none";
+/// The value an `ActionCommand`'s `destination` takes for a noop, which has no destination and
+/// is never published: the one wire-only symbol of [`DESTINATIONS`].
+pub const NO_DESTINATION: &str = "none";
 pub(crate) const STAGES: &str = "to_pickup|at_pickup|to_delivery|at_delivery|delivered";
 pub(crate) const STEP_KINDS: &str = "attempt|escalation";
 pub(crate) const PATHS: &str = "filtered|sop|triage|planner|hero_fallback|validation";
@@ -749,7 +752,7 @@ mod spelling_tests {
             (STOP_STATUSES, &d::StopStatusKind::SPELLINGS, &[]),
             (OUTCOME_STATUSES, &d::OutcomeStatus::SPELLINGS, &["failed"]),
             (ACTION_KINDS, &d::ActionKind::SPELLINGS, &[]),
-            (DESTINATIONS, &d::Destination::SPELLINGS, &[crate::action_command::NO_DESTINATION]),
+            (DESTINATIONS, &d::Destination::SPELLINGS, &[NO_DESTINATION]),
             (STAGES, &d::Stage::SPELLINGS, &[]),
             (STEP_KINDS, &d::StepKind::SPELLINGS, &[]),
             (PATHS, &d::DecisionPath::SPELLINGS, &[]),

@@ -4,8 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::event::EmailThread;
-use crate::state::Stage;
+use crate::load::{EmailThread, Stage};
 
 crate::spelled_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::action::ActionKind;
 use crate::ids::OutcomeStatus;
-use crate::load::LoadRegistered;
+use crate::load::{EmailThread, LoadRegistered};
 
 /// An event on the load queue. Its `event_id` is the id of its log entry, so a redelivered
 /// event is recognized as "already processed".
@@ -36,15 +36,6 @@ crate::spelled_enum! {
         Arrived => "arrived",
         Departed => "departed",
         Delivered => "delivered",
-    }
-}
-
-crate::spelled_enum! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-    #[serde(rename_all = "snake_case")]
-    pub enum EmailThread {
-        Main => "main",
-        New => "new",
     }
 }
 

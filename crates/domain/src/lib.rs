@@ -2,7 +2,8 @@
 //!
 //! Layout:
 //! - [`ids`]: derived ids and idempotency keys (`ask_id_for`, `timer_id`, ...).
-//! - [`load`]: the load's metadata (`LoadRegistered`): contacts, stops, reefer, pinned SOP.
+//! - [`load`]: the load's metadata (`LoadRegistered`): contacts, stops, reefer, pinned SOP;
+//!   its stages (`Stage`) and email threads (`EmailThread`).
 //! - [`event`]: inbound events (`InboundEvent`, `EventKind`).
 //! - [`log`]: log entries (an event or a `DecisionRecord`).
 //! - [`state`]: `LoadState`, a pure fold over the log (`project_state`, `LoadState::apply`).
@@ -37,19 +38,19 @@ pub use decision::{
     IntentRecord, LlmUsage, StepKind, TimerRef,
 };
 pub use event::{
-    DocumentFields, DocumentType, EmailThread, EventKind, InboundEvent, MessageChannel, RiskBand,
-    StopStatusKind,
+    DocumentFields, DocumentType, EventKind, InboundEvent, MessageChannel, RiskBand, StopStatusKind,
 };
 pub use ids::{
     KeyBasis, OutcomeStatus, action_outcome_event_id, ask_id_for, decision_id_for, idempotency_key,
     timer_fired_event_id, timer_id,
 };
 pub use load::{
-    Contact, Language, LoadRegistered, LoadValidationError, Reefer, Role, SopRef, Stop, StopKind,
+    Contact, EmailThread, Language, LoadRegistered, LoadValidationError, Reefer, Role, SopRef, Stage, Stop,
+    StopKind,
 };
 pub use log::LogEntry;
 pub use spelling::UnknownSpelling;
-pub use state::{AskStatus, LoadState, OpenAsk, Stage, Tracking, project_state};
+pub use state::{AskStatus, LoadState, OpenAsk, Tracking, project_state};
 pub use summary::LoadSummary;
 pub use triggers::{Trigger, detect_triggers};
 

@@ -1,5 +1,6 @@
 //! The load's metadata (`LoadRegistered`, behavior.md §1): contacts, stops, reefer settings and
-//! the SOP the load is pinned to.
+//! the SOP the load is pinned to; the stages a load moves through (`Stage`, which the fold in
+//! `state` tracks and an `update_stage` action mirrors) and its email threads (`EmailThread`).
 
 use chrono::{DateTime, FixedOffset};
 use serde::{Deserialize, Serialize};
@@ -192,5 +193,51 @@ impl LoadRegistered {
 
     pub fn first_stop_of_kind(&self, kind: StopKind) -> Option<&Stop> {
         self.stops.iter().find(|s| s.kind == kind)
+    }
+}
+
+crate::spelled_enum! {
+    /// Where the load is between its stops; only `stop_status` events move it (see `state`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Stage {
+        #[default]
+        ToPickup => "to_pickup",
+        AtPickup => "at_pickup",
+        ToDelivery => "to_delivery",
+        AtDelivery => "at_delivery",
+        Delivered => "delivered",
+    }
+}
+
+impl Stage {
+    pub fn approaching(kind: StopKind) -> Stage {
+        match kind {
+            StopKind::Pickup => Stage::ToPickup,
+            StopKind::Delivery => Stage::ToDelivery,
+        }
+    }
+
+    pub fn at(kind: StopKind) -> Stage {
+        match kind {
+            StopKind::Pickup => Stage::AtPickup,
+            StopKind::Delivery => Stage::AtDelivery,
+        }
+    }
+
+    /// At a stop (arrived, not yet departed).
+    pub fn is_at_stop(self) -> bool {
+        matches!(self, Stage::AtPickup | Stage::AtDelivery)
+    }
+}
+
+crate::spelled_enum! {
+    /// The email thread a message was received on or is sent to: the load's main thread or a
+    /// new one.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum EmailThread {
+        Main => "main",
+        New => "new",
     }
 }

@@ -48,12 +48,18 @@ pub struct UnknownSpelling {
 /// - `FromStr` with [`UnknownSpelling`] as its error, naming the value and the spellings;
 /// - `Display`, which writes the spelling.
 ///
+/// An enum whose `FromStr` is its own (it normalizes the input first, or errs with a type of its
+/// own that users see) starts with `own FromStr;`: everything above but `FromStr`.
+///
 /// Attributes (docs, derives, `#[serde(...)]`, `#[default]`) pass through to the enum and its
 /// variants. When the enum also derives serde with `rename_all`, test that both agree over
 /// `ALL` (serde is what the JSON formats use; `as_str` what SQL, Avro and metrics use).
 #[macro_export]
 macro_rules! spelled_enum {
+    // `own FromStr;` first: everything but `FromStr`, which the enum implements itself (a parse
+    // that normalizes its input, or an error type of its own), usually through `parse`.
     (
+        own FromStr;
         $(#[$meta:meta])*
         $vis:vis enum $name:ident {
             $(
@@ -94,6 +100,32 @@ macro_rules! spelled_enum {
             }
         }
 
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $(
+                $(#[$vmeta:meta])*
+                $variant:ident => $spelling:literal $(| $alias:literal)*
+            ),+ $(,)?
+        }
+    ) => {
+        $crate::spelled_enum! {
+            own FromStr;
+            $(#[$meta])*
+            $vis enum $name {
+                $(
+                    $(#[$vmeta])*
+                    $variant => $spelling $(| $alias)*
+                ),+
+            }
+        }
+
         impl ::std::str::FromStr for $name {
             type Err = $crate::spelling::UnknownSpelling;
 
@@ -103,12 +135,6 @@ macro_rules! spelled_enum {
                     value: s.to_owned(),
                     allowed: &$name::SPELLINGS,
                 })
-            }
-        }
-
-        impl ::std::fmt::Display for $name {
-            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-                f.write_str(self.as_str())
             }
         }
     };
@@ -123,6 +149,31 @@ mod tests {
             One => "one",
             TwoWords => "two_words" | "two",
         }
+    }
+
+    crate::spelled_enum! {
+        own FromStr;
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        enum Loose {
+            Up => "up",
+            Down => "down",
+        }
+    }
+
+    impl std::str::FromStr for Loose {
+        type Err = String;
+
+        fn from_str(s: &str) -> Result<Self, String> {
+            Loose::parse(&s.trim().to_ascii_lowercase()).ok_or_else(|| format!("not a direction: {s}"))
+        }
+    }
+
+    #[test]
+    fn an_enum_with_its_own_from_str_keeps_the_rest() {
+        assert_eq!(" UP ".parse::<Loose>(), Ok(Loose::Up));
+        assert_eq!("left".parse::<Loose>(), Err("not a direction: left".to_owned()));
+        assert_eq!(Loose::SPELLINGS, ["up", "down"]);
+        assert_eq!(Loose::Down.to_string(), "down");
     }
 
     #[test]

@@ -13,42 +13,8 @@ use serde::{Deserialize, Serialize};
 use crate::action::ActionBody;
 use crate::decision::{AskTransition, ContactUpdate, DecisionRecord, StepKind, TimerRef};
 use crate::event::{EventKind, InboundEvent, MessageChannel, RiskBand, StopStatusKind};
-use crate::load::{Contact, LoadRegistered, SopRef, StopKind};
+use crate::load::{Contact, LoadRegistered, SopRef, Stage};
 use crate::log::LogEntry;
-
-crate::spelled_enum! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-    #[serde(rename_all = "snake_case")]
-    pub enum Stage {
-        #[default]
-        ToPickup => "to_pickup",
-        AtPickup => "at_pickup",
-        ToDelivery => "to_delivery",
-        AtDelivery => "at_delivery",
-        Delivered => "delivered",
-    }
-}
-
-impl Stage {
-    pub fn approaching(kind: StopKind) -> Stage {
-        match kind {
-            StopKind::Pickup => Stage::ToPickup,
-            StopKind::Delivery => Stage::ToDelivery,
-        }
-    }
-
-    pub fn at(kind: StopKind) -> Stage {
-        match kind {
-            StopKind::Pickup => Stage::AtPickup,
-            StopKind::Delivery => Stage::AtDelivery,
-        }
-    }
-
-    /// At a stop (arrived, not yet departed).
-    pub fn is_at_stop(self) -> bool {
-        matches!(self, Stage::AtPickup | Stage::AtDelivery)
-    }
-}
 
 /// The part of the state that inbound events move; small and cheap to copy, so triggers are a
 /// diff of two of these.

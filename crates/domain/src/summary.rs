@@ -6,7 +6,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::state::{LoadState, Stage};
+use crate::load::Stage;
+use crate::state::LoadState;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadSummary {

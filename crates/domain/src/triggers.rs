@@ -5,7 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::event::RiskBand;
-use crate::state::{Stage, Tracking};
+use crate::load::Stage;
+use crate::state::Tracking;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "trigger", rename_all = "snake_case")]

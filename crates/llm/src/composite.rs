@@ -91,34 +91,29 @@ impl LlmClient for Composite {
     }
 }
 
-/// A value of `LOAD_AGENT_LLM_PROVIDER`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ProviderSpec {
-    /// `local` (the default, also for an empty value): triage on the local model, the other
-    /// methods unavailable, so behavior.md's fallbacks apply (urgent Hero tasks).
-    #[default]
-    Local,
-    /// `local+openai`: triage on the local model, draft, extract_document, plan and extract_sop
-    /// on the OpenAI-compatible provider.
-    LocalOpenAi,
-    /// `openai`: every method on the OpenAI-compatible provider that has a model for it, except
-    /// triage, which stays local unless a triage model is configured for the provider.
-    OpenAi,
-    /// `fake`: [`FakeLlm`] with nothing scripted (local triage, documents from the event).
-    Fake,
+load_agent_domain::spelled_enum! {
+    own FromStr;
+    /// A value of `LOAD_AGENT_LLM_PROVIDER`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum ProviderSpec {
+        /// `local` (the default, also for an empty value): triage on the local model, the other
+        /// methods unavailable, so behavior.md's fallbacks apply (urgent Hero tasks).
+        #[default]
+        Local => "local" | "",
+        /// `local+openai`: triage on the local model, draft, extract_document, plan and extract_sop
+        /// on the OpenAI-compatible provider.
+        LocalOpenAi => "local+openai",
+        /// `openai`: every method on the OpenAI-compatible provider that has a model for it, except
+        /// triage, which stays local unless a triage model is configured for the provider.
+        OpenAi => "openai",
+        /// `fake`: [`FakeLlm`] with nothing scripted (local triage, documents from the event).
+        Fake => "fake",
+    }
 }
 
 impl ProviderSpec {
+    /// The values an error lists: [`ProviderSpec::SPELLINGS`], joined (a test checks it).
     pub const EXPECTED: &'static str = "local, local+openai, openai, fake";
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderSpec::Local => "local",
-            ProviderSpec::LocalOpenAi => "local+openai",
-            ProviderSpec::OpenAi => "openai",
-            ProviderSpec::Fake => "fake",
-        }
-    }
 
     /// Whether this spec needs the OpenAI-compatible provider configured.
     pub fn needs_openai(self) -> bool {
@@ -126,32 +121,19 @@ impl ProviderSpec {
     }
 }
 
-impl fmt::Display for ProviderSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl FromStr for ProviderSpec {
     type Err = ConfigError;
 
     /// Case-insensitive; surrounding spaces and spaces around `+` are ignored; `openai+local`
-    /// means `local+openai`.
+    /// means `local+openai` (the parts are sorted before the spelling is looked up).
     fn from_str(value: &str) -> Result<Self, ConfigError> {
         let mut parts: Vec<String> = value.split('+').map(|p| p.trim().to_ascii_lowercase()).collect();
         parts.sort();
-        let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
-        match parts.as_slice() {
-            [""] | ["local"] => Ok(ProviderSpec::Local),
-            ["local", "openai"] => Ok(ProviderSpec::LocalOpenAi),
-            ["openai"] => Ok(ProviderSpec::OpenAi),
-            ["fake"] => Ok(ProviderSpec::Fake),
-            _ => Err(ConfigError::UnknownProvider {
-                setting: env::PROVIDER,
-                value: value.to_owned(),
-                expected: ProviderSpec::EXPECTED,
-            }),
-        }
+        ProviderSpec::parse(&parts.join("+")).ok_or_else(|| ConfigError::UnknownProvider {
+            setting: env::PROVIDER,
+            value: value.to_owned(),
+            expected: ProviderSpec::EXPECTED,
+        })
     }
 }
 
@@ -212,6 +194,10 @@ mod tests {
             let err = bad.parse::<ProviderSpec>().expect_err(bad).to_string();
             assert!(err.contains("LOAD_AGENT_LLM_PROVIDER") && err.contains(bad), "{err}");
             assert!(err.contains("local+openai"), "lists the valid values: {err}");
+        }
+        assert_eq!(ProviderSpec::EXPECTED, ProviderSpec::SPELLINGS.join(", "));
+        for spec in ProviderSpec::ALL {
+            assert_eq!(spec.as_str().parse::<ProviderSpec>(), Ok(spec));
         }
     }
 

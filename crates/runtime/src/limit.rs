@@ -32,11 +32,8 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
 use load_agent_domain::Destination;
-use load_agent_store::{
-    ClaimError, ClaimedRow, DispatchedMark, NextAttempt, Outbox, OutboxRowView, StaleClaimError, StoreError,
-};
+use load_agent_store::{ClaimedRow, DelegatingOutbox, Outbox, StoreError};
 use tracing::{debug, warn};
-use uuid::Uuid;
 
 use crate::clock::Clock;
 use crate::metric_names as names;
@@ -271,7 +268,11 @@ impl ContactLimitedOutbox {
 }
 
 #[async_trait]
-impl Outbox for ContactLimitedOutbox {
+impl DelegatingOutbox for ContactLimitedOutbox {
+    fn inner(&self) -> &dyn Outbox {
+        self.inner.as_ref()
+    }
+
     async fn pending(&self, limit: usize, now: DateTime<Utc>) -> Result<Vec<ClaimedRow>, StoreError> {
         let rows = self.inner.pending(limit, now).await?;
         let mut admitted = Vec::with_capacity(rows.len());
@@ -295,67 +296,13 @@ impl Outbox for ContactLimitedOutbox {
         }
         Ok(admitted)
     }
-
-    async fn mark_dispatched(
-        &self,
-        id: &str,
-        token: Uuid,
-        receipt: &str,
-        now: DateTime<Utc>,
-    ) -> Result<(), ClaimError> {
-        self.inner.mark_dispatched(id, token, receipt, now).await
-    }
-
-    async fn mark_dispatched_batch(
-        &self,
-        marks: &[DispatchedMark],
-        now: DateTime<Utc>,
-    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
-        self.inner.mark_dispatched_batch(marks, now).await
-    }
-
-    async fn mark_failed(
-        &self,
-        id: &str,
-        token: Uuid,
-        failure: &str,
-        next: NextAttempt,
-        now: DateTime<Utc>,
-    ) -> Result<(), ClaimError> {
-        self.inner.mark_failed(id, token, failure, next, now).await
-    }
-
-    async fn mark_deferred(
-        &self,
-        id: &str,
-        token: Uuid,
-        until: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<(), ClaimError> {
-        self.inner.mark_deferred(id, token, until, now).await
-    }
-
-    async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError> {
-        self.inner.recheck_claim(id, token, now).await
-    }
-
-    async fn oldest_pending_age(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError> {
-        self.inner.oldest_pending_age(now).await
-    }
-
-    async fn dead_since(&self, since: DateTime<Utc>) -> Result<u64, StoreError> {
-        self.inner.dead_since(since).await
-    }
-
-    async fn rows_for_load(&self, load_id: &str) -> Result<Vec<OutboxRowView>, StoreError> {
-        self.inner.rows_for_load(load_id).await
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use crate::clock::FakeClock;
     use load_agent_domain::{Action, ActionBody};
+    use uuid::Uuid;
 
     use super::*;
 

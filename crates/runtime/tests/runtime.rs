@@ -18,8 +18,9 @@ use load_agent_runtime::{
     RelayConfig, RetryPolicy, RunOutcome, RuntimeConfig, SnapshotCache, SnapshotSource, TimerPump, Worker,
 };
 use load_agent_store::{
-    AppendError, ClaimError, ClaimedRow, DispatchedMark, EventStore, NewOutboxRow, NextAttempt, Outbox,
-    OutboxRowView, OutboxStatus, SqliteStore, StaleClaimError, StoreError, StoreOptions, Stores, TimerRow,
+    AppendError, ClaimError, ClaimedRow, DelegatingOutbox, DispatchedMark, EventStore, NewOutboxRow,
+    NextAttempt, Outbox, OutboxStatus, SqliteStore, StaleClaimError, StoreError, StoreOptions, Stores,
+    TimerRow,
 };
 use uuid::Uuid;
 
@@ -499,10 +500,11 @@ impl CountingOutbox {
 }
 
 #[async_trait]
-impl Outbox for CountingOutbox {
-    async fn pending(&self, limit: usize, now: DateTime<Utc>) -> Result<Vec<ClaimedRow>, StoreError> {
-        self.inner.pending(limit, now).await
+impl DelegatingOutbox for CountingOutbox {
+    fn inner(&self) -> &dyn Outbox {
+        self.inner.as_ref()
     }
+
     async fn mark_dispatched(
         &self,
         id: &str,
@@ -524,40 +526,9 @@ impl Outbox for CountingOutbox {
         }
         self.inner.mark_dispatched_batch(marks, now).await
     }
-    async fn mark_failed(
-        &self,
-        id: &str,
-        token: Uuid,
-        failure: &str,
-        next: NextAttempt,
-        now: DateTime<Utc>,
-    ) -> Result<(), ClaimError> {
-        self.inner.mark_failed(id, token, failure, next, now).await
-    }
-    async fn mark_deferred(
-        &self,
-        id: &str,
-        token: Uuid,
-        until: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<(), ClaimError> {
-        self.inner.mark_deferred(id, token, until, now).await
-    }
     async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError> {
         self.rechecks.fetch_add(1, Ordering::SeqCst);
         self.inner.recheck_claim(id, token, now).await
-    }
-    async fn oldest_pending_age(
-        &self,
-        now: DateTime<Utc>,
-    ) -> Result<Option<std::time::Duration>, StoreError> {
-        self.inner.oldest_pending_age(now).await
-    }
-    async fn dead_since(&self, since: DateTime<Utc>) -> Result<u64, StoreError> {
-        self.inner.dead_since(since).await
-    }
-    async fn rows_for_load(&self, load_id: &str) -> Result<Vec<OutboxRowView>, StoreError> {
-        self.inner.rows_for_load(load_id).await
     }
 }
 

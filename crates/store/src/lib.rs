@@ -9,7 +9,8 @@
 //!   `load_ids`, and for the archive `read_stored` (rows as stored, [`StoredEntry`]) and
 //!   `load_ids_started_between` (the loads of a month).
 //! - [`outbox`]: [`Outbox`] — claims with tokens and leases, per-load order per destination,
-//!   marks, monitoring queries, `rows_for_load`.
+//!   marks, monitoring queries, `rows_for_load`; [`DelegatingOutbox`], a wrapper that forwards
+//!   to an inner outbox all but the methods it overrides.
 //! - [`timers`]: [`TimerStore`] — idempotent `schedule` / `cancel` / `mark_fired`, `due`.
 //! - [`attention`]: [`LoadIndex`] — the operations console's attention list, from the
 //!   `load_summary` projection written in the append transaction.
@@ -64,7 +65,8 @@ pub use lifecycle::{
 pub use lock::{LoadLease, LoadLock, NoopLoadLock};
 pub use open::{migrate, open_store, open_store_with};
 pub use outbox::{
-    ClaimedRow, DEFAULT_LEASE, DispatchedMark, NewOutboxRow, NextAttempt, Outbox, OutboxRowView, OutboxStatus,
+    ClaimedRow, DEFAULT_LEASE, DelegatingOutbox, DispatchedMark, NewOutboxRow, NextAttempt, Outbox,
+    OutboxRowView, OutboxStatus,
 };
 pub use postgres::PgStore;
 pub use settings::{DatabaseSettings, DatabaseUrl, LifecycleSettings};

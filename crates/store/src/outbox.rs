@@ -1,5 +1,6 @@
 //! The transactional outbox (ADR 0003): rows are written by [`EventStore::append`] in the
-//! decision's transaction and handed to relays through claims with leases.
+//! decision's transaction and handed to relays through claims with leases. [`DelegatingOutbox`]
+//! is how a wrapper in front of an outbox is written: it overrides only what it changes.
 //!
 //! [`EventStore::append`]: crate::EventStore::append
 
@@ -183,4 +184,176 @@ pub trait Outbox: Send + Sync {
 
     /// Every outbox row of a load in commit order, for `inspect`.
     async fn rows_for_load(&self, load_id: &str) -> Result<Vec<OutboxRowView>, StoreError>;
+}
+
+/// An [`Outbox`] that forwards every call to another one, [`inner`](DelegatingOutbox::inner),
+/// except the methods it overrides: the one way to write an outbox wrapper (the runtime's
+/// per-contact send limit, the load test's probe, test doubles). Each method defaults to the
+/// inner outbox's; every `DelegatingOutbox` is an [`Outbox`] (a blanket impl), so a wrapper
+/// holds `inner: Arc<dyn Outbox>` and writes only what it changes or watches:
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+///
+/// use async_trait::async_trait;
+/// use chrono::{DateTime, Utc};
+/// use load_agent_store::{ClaimedRow, DelegatingOutbox, Outbox, StoreError};
+///
+/// struct CountingClaims {
+///     inner: Arc<dyn Outbox>,
+///     claims: AtomicUsize,
+/// }
+///
+/// #[async_trait]
+/// impl DelegatingOutbox for CountingClaims {
+///     fn inner(&self) -> &dyn Outbox {
+///         self.inner.as_ref()
+///     }
+///
+///     async fn pending(&self, limit: usize, now: DateTime<Utc>) -> Result<Vec<ClaimedRow>, StoreError> {
+///         self.claims.fetch_add(1, Ordering::Relaxed);
+///         self.inner.pending(limit, now).await
+///     }
+/// }
+/// ```
+///
+/// The same shape as the test kit's `Intercepted` event store (`load_agent_testkit::store`):
+/// default methods that pass the call through, overridden where a wrapper steps in.
+#[async_trait]
+pub trait DelegatingOutbox: Send + Sync {
+    /// The outbox the methods not overridden forward to.
+    fn inner(&self) -> &dyn Outbox;
+
+    /// See [`Outbox::pending`].
+    async fn pending(&self, limit: usize, now: DateTime<Utc>) -> Result<Vec<ClaimedRow>, StoreError> {
+        self.inner().pending(limit, now).await
+    }
+
+    /// See [`Outbox::mark_dispatched`].
+    async fn mark_dispatched(
+        &self,
+        id: &str,
+        token: Uuid,
+        receipt: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError> {
+        self.inner().mark_dispatched(id, token, receipt, now).await
+    }
+
+    /// See [`Outbox::mark_dispatched_batch`].
+    async fn mark_dispatched_batch(
+        &self,
+        marks: &[DispatchedMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        self.inner().mark_dispatched_batch(marks, now).await
+    }
+
+    /// See [`Outbox::mark_failed`].
+    async fn mark_failed(
+        &self,
+        id: &str,
+        token: Uuid,
+        failure: &str,
+        next: NextAttempt,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError> {
+        self.inner().mark_failed(id, token, failure, next, now).await
+    }
+
+    /// See [`Outbox::mark_deferred`].
+    async fn mark_deferred(
+        &self,
+        id: &str,
+        token: Uuid,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError> {
+        self.inner().mark_deferred(id, token, until, now).await
+    }
+
+    /// See [`Outbox::recheck_claim`].
+    async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError> {
+        self.inner().recheck_claim(id, token, now).await
+    }
+
+    /// See [`Outbox::oldest_pending_age`].
+    async fn oldest_pending_age(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError> {
+        self.inner().oldest_pending_age(now).await
+    }
+
+    /// See [`Outbox::dead_since`].
+    async fn dead_since(&self, since: DateTime<Utc>) -> Result<u64, StoreError> {
+        self.inner().dead_since(since).await
+    }
+
+    /// See [`Outbox::rows_for_load`].
+    async fn rows_for_load(&self, load_id: &str) -> Result<Vec<OutboxRowView>, StoreError> {
+        self.inner().rows_for_load(load_id).await
+    }
+}
+
+/// Every [`DelegatingOutbox`] is an [`Outbox`]: each method is the wrapper's (its override, or
+/// the default that forwards to `inner`).
+#[async_trait]
+impl<T: DelegatingOutbox> Outbox for T {
+    async fn pending(&self, limit: usize, now: DateTime<Utc>) -> Result<Vec<ClaimedRow>, StoreError> {
+        DelegatingOutbox::pending(self, limit, now).await
+    }
+
+    async fn mark_dispatched(
+        &self,
+        id: &str,
+        token: Uuid,
+        receipt: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError> {
+        DelegatingOutbox::mark_dispatched(self, id, token, receipt, now).await
+    }
+
+    async fn mark_dispatched_batch(
+        &self,
+        marks: &[DispatchedMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        DelegatingOutbox::mark_dispatched_batch(self, marks, now).await
+    }
+
+    async fn mark_failed(
+        &self,
+        id: &str,
+        token: Uuid,
+        failure: &str,
+        next: NextAttempt,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError> {
+        DelegatingOutbox::mark_failed(self, id, token, failure, next, now).await
+    }
+
+    async fn mark_deferred(
+        &self,
+        id: &str,
+        token: Uuid,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError> {
+        DelegatingOutbox::mark_deferred(self, id, token, until, now).await
+    }
+
+    async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError> {
+        DelegatingOutbox::recheck_claim(self, id, token, now).await
+    }
+
+    async fn oldest_pending_age(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError> {
+        DelegatingOutbox::oldest_pending_age(self, now).await
+    }
+
+    async fn dead_since(&self, since: DateTime<Utc>) -> Result<u64, StoreError> {
+        DelegatingOutbox::dead_since(self, since).await
+    }
+
+    async fn rows_for_load(&self, load_id: &str) -> Result<Vec<OutboxRowView>, StoreError> {
+        DelegatingOutbox::rows_for_load(self, load_id).await
+    }
 }

@@ -14,77 +14,34 @@ use std::sync::OnceLock;
 
 use crate::text::{Tok, TokKind};
 
-/// A family of cues; the names are feature strings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Cue {
-    Eta,
-    Arrival,
-    Departure,
-    Temperature,
-    Po,
-    Appointment,
-    Address,
-    Confusion,
-    Ack,
-    OptOut,
-    WrongNumber,
-    Problem,
-    Greeting,
-    Paperwork,
-    Money,
-    Amenity,
-    Request,
-    Call,
-    Question,
+load_agent_domain::spelled_enum! {
+    /// A family of cues; the spellings (`as_str`) are feature strings.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub(crate) enum Cue {
+        Eta => "eta",
+        Arrival => "arrival",
+        Departure => "departure",
+        Temperature => "temperature",
+        Po => "po",
+        Appointment => "appointment",
+        Address => "address",
+        Confusion => "confusion",
+        Ack => "ack",
+        OptOut => "opt_out",
+        WrongNumber => "wrong_number",
+        Problem => "problem",
+        Greeting => "greeting",
+        Paperwork => "paperwork",
+        Money => "money",
+        Amenity => "amenity",
+        Request => "request",
+        Call => "call",
+        Question => "question",
+    }
 }
 
 impl Cue {
-    const ALL: [Cue; 19] = [
-        Cue::Eta,
-        Cue::Arrival,
-        Cue::Departure,
-        Cue::Temperature,
-        Cue::Po,
-        Cue::Appointment,
-        Cue::Address,
-        Cue::Confusion,
-        Cue::Ack,
-        Cue::OptOut,
-        Cue::WrongNumber,
-        Cue::Problem,
-        Cue::Greeting,
-        Cue::Paperwork,
-        Cue::Money,
-        Cue::Amenity,
-        Cue::Request,
-        Cue::Call,
-        Cue::Question,
-    ];
     const COUNT: usize = Cue::ALL.len();
-
-    pub(crate) const fn name(self) -> &'static str {
-        match self {
-            Cue::Eta => "eta",
-            Cue::Arrival => "arrival",
-            Cue::Departure => "departure",
-            Cue::Temperature => "temperature",
-            Cue::Po => "po",
-            Cue::Appointment => "appointment",
-            Cue::Address => "address",
-            Cue::Confusion => "confusion",
-            Cue::Ack => "ack",
-            Cue::OptOut => "opt_out",
-            Cue::WrongNumber => "wrong_number",
-            Cue::Problem => "problem",
-            Cue::Greeting => "greeting",
-            Cue::Paperwork => "paperwork",
-            Cue::Money => "money",
-            Cue::Amenity => "amenity",
-            Cue::Request => "request",
-            Cue::Call => "call",
-            Cue::Question => "question",
-        }
-    }
 }
 
 const LEXICON: &[(Cue, &[&str])] = &[

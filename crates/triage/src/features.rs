@@ -331,7 +331,7 @@ fn handcrafted_features(
     let cues = cues_in(words);
     let questionish = question || cues.iter().any(|h| h.cue == Cue::Question);
     for hit in &cues {
-        let name = hit.cue.name();
+        let name = hit.cue.as_str();
         flag(b'k', &[name]);
         flag(b'k', &[name, "ask", ask]);
         flag(b'k', &[name, "q", if questionish { "yes" } else { "no" }]);
@@ -346,7 +346,7 @@ fn handcrafted_features(
     // Pairs of cue families: "reefer" + "alarm" is trouble, "po" + "?" is a question.
     for (i, a) in cues.iter().enumerate() {
         for b in &cues[i + 1..] {
-            flag(b'k', &[a.cue.name(), "+", b.cue.name()]);
+            flag(b'k', &[a.cue.as_str(), "+", b.cue.as_str()]);
         }
     }
     if cues.is_empty() {

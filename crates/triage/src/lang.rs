@@ -5,53 +5,19 @@
 //! ("ya estoy en el shipper"), so this counts marker words, with the strongest
 //! Spanish markers (verbs drivers use in status texts) counting double.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
 use crate::text::{Tok, TokKind};
 
-/// A language triage understands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Lang {
-    /// English (`en`), the default.
-    En,
-    /// Spanish (`es`).
-    Es,
-}
-
-impl Lang {
-    /// The language code, `en` or `es`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Lang::En => "en",
-            Lang::Es => "es",
-        }
-    }
-}
-
-impl fmt::Display for Lang {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The string is not a language code triage knows.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown language {0:?} (expected \"en\" or \"es\")")]
-pub struct UnknownLang(pub String);
-
-impl FromStr for Lang {
-    type Err = UnknownLang;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "en" => Ok(Lang::En),
-            "es" => Ok(Lang::Es),
-            other => Err(UnknownLang(other.to_owned())),
-        }
+load_agent_domain::spelled_enum! {
+    /// A language triage understands; its spelling is the language code.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Lang {
+        /// English (`en`), the default.
+        En => "en",
+        /// Spanish (`es`).
+        Es => "es",
     }
 }
 
@@ -182,5 +148,9 @@ mod tests {
         assert_eq!("es".parse::<Lang>(), Ok(Lang::Es));
         assert!("fr".parse::<Lang>().is_err());
         assert_eq!(Lang::En.to_string(), "en");
+        for lang in Lang::ALL {
+            let json = serde_json::to_string(&lang).expect("a unit variant serializes");
+            assert_eq!(json, format!("\"{}\"", lang.as_str()));
+        }
     }
 }

@@ -20,7 +20,8 @@
 //!
 //! Invariant: the crate does no IO except reading corpus files and writing
 //! the weights file in the train/eval functions; it knows nothing of loads,
-//! asks or channels beyond the context strings of [`TriageInput`].
+//! asks or channels beyond the context strings of [`TriageInput`]. Of `load-agent-domain` it
+//! uses `spelled_enum!` only (one spelling per variant of [`Intent`], [`Lang`] and the cues).
 //!
 //! ```
 //! use load_agent_triage::{EtaValue, Intent, TriageInput, TriageModel};
@@ -65,8 +66,8 @@ pub use extract::{
     resolve_eta,
 };
 pub use features::TriageInput;
-pub use intent::{Intent, UnknownIntent};
-pub use lang::{Lang, UnknownLang};
+pub use intent::Intent;
+pub use lang::Lang;
 pub use model::{
     Abstain, CONFIDENCE_THRESHOLD, ETA_REQUEST_ASK, OPT_OUT_GUARD, REEFER_TEMP_ASK, Triage, TriageModel,
     WeightsError, abstain_reason, asks_to_stop,

@@ -8,8 +8,8 @@ use sqlx::Row;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 
 use super::SqliteStore;
+use super::command::WriteCmd;
 use super::log::{SUMMARY_UPSERT, SummaryTimes};
-use super::writer::WriteCmd;
 use crate::attention::{AttentionPage, AttentionQuery, Candidate, LoadIndex, bounds, page};
 use crate::codec::{EncodedSummary, encode_summary, parse_sqlite_time, sqlite_time, to_u64};
 use crate::error::StoreError;

@@ -6,7 +6,7 @@ use sqlx::Row;
 use sqlx::sqlite::SqliteConnection;
 
 use super::SqliteStore;
-use super::writer::WriteCmd;
+use super::command::WriteCmd;
 use crate::codec::{parse_sqlite_time, sqlite_time};
 use crate::dead_letters::{DeadLetterStore, KeptDeadLetter, decode_headers, encode_headers};
 use crate::error::StoreError;

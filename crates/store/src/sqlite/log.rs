@@ -7,7 +7,7 @@ use sqlx::Row;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 
 use super::SqliteStore;
-use super::writer::WriteCmd;
+use super::command::WriteCmd;
 use crate::codec::{
     EncodedAppend, EncodedSummary, StoredRow, decode_entry, decode_log_stream, encode_append, limit_i64,
     parse_sqlite_time, sqlite_time, stored_rows, to_u64,

@@ -1,12 +1,14 @@
 //! The SQLite backend (the embedded default and the evals): one file, WAL, `synchronous=FULL`.
 //!
 //! SQLite has one writer at a time, so every write goes through one writer task that owns the
-//! only write connection (`writer.rs`). It takes the commands queued while the previous
+//! only write connection (`writer.rs`; the commands the table modules queue for it are in
+//! `command.rs`). It takes the commands queued while the previous
 //! transaction committed and runs them in one `BEGIN IMMEDIATE` transaction (group commit):
 //! one fsync for many appends, each still all or nothing with its own version check, and every
 //! caller answered only after the commit. Reads run on a small pool of reader connections.
 
 mod attention;
+mod command;
 mod dead_letters;
 mod log;
 mod outbox;
@@ -27,7 +29,7 @@ use crate::error::StoreError;
 use crate::lock::NoopLoadLock;
 use crate::stores::{StoreOptions, Stores};
 
-use writer::WriteCmd;
+use command::WriteCmd;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
 

@@ -11,7 +11,7 @@ use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use uuid::Uuid;
 
 use super::SqliteStore;
-use super::writer::WriteCmd;
+use super::command::{MarkChange, WriteCmd};
 use crate::codec::{
     age, decode_action, decode_destination, decode_status, limit_i64, parse_sqlite_time,
     parse_sqlite_time_opt, sqlite_time, to_u32, to_u64,
@@ -41,14 +41,6 @@ const CLAIM_ONE: &str = "UPDATE outbox SET claim_token = ?2, lease_until = ?3, \
      first_attempt_at, created_at";
 
 const HELD: &str = "id = ?1 AND claim_token = ?2 AND status = 'pending'";
-
-/// How a claimed row changes when it is marked.
-pub(crate) enum MarkChange {
-    Dispatched { receipt: String, now: String },
-    Retry { failure: String, at: String },
-    Dead { failure: String, now: String },
-    Deferred { until: String },
-}
 
 fn claimed_row(row: &SqliteRow) -> Result<ClaimedRow, StoreError> {
     let id: String = row.try_get("id")?;

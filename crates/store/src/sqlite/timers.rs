@@ -8,39 +8,12 @@ use sqlx::Row;
 use sqlx::sqlite::SqliteConnection;
 
 use super::SqliteStore;
-use super::writer::WriteCmd;
+use super::command::{TimerOp, WriteCmd};
 use crate::codec::{
     age, decode_timer_status, limit_i64, parse_sqlite_time, parse_sqlite_time_opt, sqlite_time, to_u32,
 };
 use crate::error::StoreError;
 use crate::timers::{TimerRow, TimerStore, TimerView};
-
-pub(crate) enum TimerOp {
-    Schedule {
-        timer_id: String,
-        load_id: String,
-        ask_id: String,
-        attempt: i64,
-        fire_at: String,
-    },
-    Cancel {
-        timer_id: String,
-        now: String,
-    },
-    /// The ids as a JSON array, read with `json_each`, so any number is one statement.
-    Fired {
-        timer_ids: String,
-        now: String,
-    },
-    /// Retention (SQLite is not partitioned): delivered outbox rows dispatched before
-    /// `dispatched_before`, dead ones dead before `dead_before`, fired and cancelled timers
-    /// before `timers_before`.
-    DeleteExpired {
-        dispatched_before: String,
-        dead_before: String,
-        timers_before: String,
-    },
-}
 
 /// Same statements as `postgres/timers.rs`.
 pub(super) async fn timer_in(conn: &mut SqliteConnection, op: &TimerOp) -> Result<(), sqlx::Error> {

@@ -10,56 +10,18 @@ use std::collections::VecDeque;
 
 use sqlx::sqlite::SqliteConnection;
 use sqlx::{Connection, Executor};
-use tokio::sync::{mpsc, oneshot};
-use uuid::Uuid;
+use tokio::sync::mpsc;
 
 use super::MAX_GROUP;
 use super::attention::put_summary_in;
+use super::command::WriteCmd;
 use super::dead_letters::keep_in;
 use super::log::append_in;
-use super::outbox::{MarkChange, claim_in, mark_dispatched_batch_in, mark_in};
-use super::timers::{TimerOp, timer_in};
-use crate::codec::{EncodedAppend, EncodedSummary, copy_refusal};
-use crate::dead_letters::KeptDeadLetter;
+use super::outbox::{claim_in, mark_dispatched_batch_in, mark_in};
+use super::timers::timer_in;
+use crate::codec::copy_refusal;
 use crate::error::{AppendError, ClaimError, StaleClaimError, StoreError};
-use crate::outbox::{ClaimedRow, DispatchedMark};
-
-pub(crate) enum WriteCmd {
-    Append {
-        requests: Vec<Result<EncodedAppend, AppendError>>,
-        reply: oneshot::Sender<Vec<Result<u64, AppendError>>>,
-    },
-    Claim {
-        limit: i64,
-        now: String,
-        lease_until: String,
-        reply: oneshot::Sender<Result<Vec<ClaimedRow>, StoreError>>,
-    },
-    Mark {
-        id: String,
-        token: Uuid,
-        change: MarkChange,
-        reply: oneshot::Sender<Result<(), ClaimError>>,
-    },
-    MarkDispatchedBatch {
-        marks: Vec<DispatchedMark>,
-        now: String,
-        reply: oneshot::Sender<Result<Vec<Result<(), StaleClaimError>>, StoreError>>,
-    },
-    Timer {
-        op: TimerOp,
-        reply: oneshot::Sender<Result<(), StoreError>>,
-    },
-    KeepDeadLetter {
-        letter: Box<KeptDeadLetter>,
-        reply: oneshot::Sender<Result<(), StoreError>>,
-    },
-    PutSummary {
-        load_id: String,
-        summary: Box<EncodedSummary>,
-        reply: oneshot::Sender<Result<(), StoreError>>,
-    },
-}
+use crate::outbox::ClaimedRow;
 
 /// What a command did inside the transaction, sent once the transaction commits.
 enum Outcome {
@@ -72,19 +34,6 @@ enum Outcome {
 }
 
 impl WriteCmd {
-    /// The caller stopped waiting (its future was dropped): skip the command.
-    fn abandoned(&self) -> bool {
-        match self {
-            WriteCmd::Append { reply, .. } => reply.is_closed(),
-            WriteCmd::Claim { reply, .. } => reply.is_closed(),
-            WriteCmd::Mark { reply, .. } => reply.is_closed(),
-            WriteCmd::MarkDispatchedBatch { reply, .. } => reply.is_closed(),
-            WriteCmd::Timer { reply, .. } => reply.is_closed(),
-            WriteCmd::KeepDeadLetter { reply, .. } => reply.is_closed(),
-            WriteCmd::PutSummary { reply, .. } => reply.is_closed(),
-        }
-    }
-
     async fn apply(&self, conn: &mut SqliteConnection) -> Result<Outcome, sqlx::Error> {
         Ok(match self {
             WriteCmd::Append { requests, .. } => {

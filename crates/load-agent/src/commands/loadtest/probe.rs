@@ -20,8 +20,8 @@ use chrono::{DateTime, Utc};
 use load_agent_domain::{Destination, LoadSummary, LogEntry};
 use load_agent_runtime::{Stage, StageSink};
 use load_agent_store::{
-    AppendError, AppendRequest, ClaimError, ClaimedRow, DispatchedMark, EventStore, NewOutboxRow,
-    NextAttempt, Outbox, OutboxRowView, StaleClaimError, StoreError, Stores, TimerRow, TimerStore, TimerView,
+    AppendError, AppendRequest, ClaimError, DelegatingOutbox, DispatchedMark, EventStore, NewOutboxRow,
+    Outbox, StaleClaimError, StoreError, Stores, TimerRow, TimerStore, TimerView,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -301,9 +301,9 @@ struct ProbedOutbox {
 }
 
 #[async_trait]
-impl Outbox for ProbedOutbox {
-    async fn pending(&self, limit: usize, now: DateTime<Utc>) -> Result<Vec<ClaimedRow>, StoreError> {
-        self.inner.pending(limit, now).await
+impl DelegatingOutbox for ProbedOutbox {
+    fn inner(&self) -> &dyn Outbox {
+        self.inner.as_ref()
     }
 
     async fn mark_dispatched(
@@ -334,17 +334,6 @@ impl Outbox for ProbedOutbox {
         Ok(results)
     }
 
-    async fn mark_failed(
-        &self,
-        id: &str,
-        token: Uuid,
-        failure: &str,
-        next: NextAttempt,
-        now: DateTime<Utc>,
-    ) -> Result<(), ClaimError> {
-        self.inner.mark_failed(id, token, failure, next, now).await
-    }
-
     async fn mark_deferred(
         &self,
         id: &str,
@@ -357,22 +346,6 @@ impl Outbox for ProbedOutbox {
             self.probe.deferred(id);
         }
         r
-    }
-
-    async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError> {
-        self.inner.recheck_claim(id, token, now).await
-    }
-
-    async fn oldest_pending_age(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError> {
-        self.inner.oldest_pending_age(now).await
-    }
-
-    async fn dead_since(&self, since: DateTime<Utc>) -> Result<u64, StoreError> {
-        self.inner.dead_since(since).await
-    }
-
-    async fn rows_for_load(&self, load_id: &str) -> Result<Vec<OutboxRowView>, StoreError> {
-        self.inner.rows_for_load(load_id).await
     }
 }
 
