@@ -441,7 +441,8 @@ async fn vacuum_without_autovacuum(url: String, mut shutdown: load_agent_runtime
             _ = shutdown.recv() => return,
             _ = tokio::time::sleep(Duration::from_secs(30)) => {}
         }
-        let _ = sqlx::query("VACUUM (ANALYZE) log_entries, outbox, timers, load_summary").execute(&pool).await;
+        let _ =
+            sqlx::query("VACUUM (ANALYZE) log_entries, outbox, timers, load_summary").execute(&pool).await;
     }
 }
 
