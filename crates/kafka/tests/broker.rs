@@ -30,10 +30,10 @@ use load_agent_kafka::{
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
-    CacheConfig, Clock, ContactLimitedOutbox, GroupCommitConfig, LoadQueue, PumpConfig, Relay, RelayConfig,
-    SendLimits, ShutdownTrigger, SystemClock, TimerPump, WorkerConfig, shutdown_channel,
+    CacheConfig, Clock, GroupCommitConfig, LoadQueue, PumpConfig, Relay, RelayConfig, ShutdownTrigger,
+    SystemClock, TimerPump, WorkerConfig, shutdown_channel,
 };
-use load_agent_store::{Outbox, OutboxStatus, PgStore, Stores};
+use load_agent_store::{OutboxStatus, PgStore, Stores};
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -43,22 +43,6 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::task::JoinHandle;
-
-/// The relay of a Kafka deployment, wired as the binary wires it (`load-agent relay`): due rows
-/// pass the send limit, go to the action topics with the contact's addresses, and their
-/// outcomes go to the inbound topic.
-fn kafka_relay(
-    stores: &Stores,
-    kafka: &KafkaConfig,
-    limits: &SendLimits,
-    clock: Arc<dyn Clock>,
-    config: RelayConfig,
-) -> Result<Relay, KafkaError> {
-    let ends = relay_ends(stores.events.clone(), kafka)?;
-    let outbox: Arc<dyn Outbox> =
-        Arc::new(ContactLimitedOutbox::new(stores.outbox.clone(), limits, clock.clone()));
-    Ok(Relay::new(outbox, stores.timers.clone(), ends.destinations, ends.outcomes, clock).with_config(config))
-}
 
 /// The timer pump of a Kafka deployment, wired as the binary wires it (`load-agent timer-pump`):
 /// `timer_fired` events go to the inbound topic.
@@ -243,9 +227,17 @@ impl Env {
 
     fn relay(&self) -> (ShutdownTrigger, JoinHandle<()>) {
         let config = RelayConfig { idle_poll: Duration::from_millis(50), ..RelayConfig::default() };
-        let relay =
-            kafka_relay(&self.stores, &self.kafka, &SendLimits::default(), Arc::new(SystemClock), config)
-                .expect("relay");
+        // The relay's Kafka ends as the binary makes them; the binary's own wiring (with the
+        // send limit in front of the outbox) is tested end to end by crates/load-agent/tests.
+        let ends = relay_ends(self.stores.events.clone(), &self.kafka).expect("the relay's producers");
+        let relay = Relay::new(
+            self.stores.outbox.clone(),
+            self.stores.timers.clone(),
+            ends.destinations,
+            ends.outcomes,
+            Arc::new(SystemClock),
+        )
+        .with_config(config);
         let (trigger, shutdown) = shutdown_channel();
         (trigger, tokio::spawn(Arc::new(relay).run(shutdown)))
     }
