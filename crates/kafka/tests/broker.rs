@@ -30,31 +30,18 @@ use load_agent_kafka::{
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
-    CacheConfig, Clock, GroupCommitConfig, LoadQueue, PumpConfig, Relay, RelayConfig, ShutdownTrigger,
-    SystemClock, TimerPump, WorkerConfig, shutdown_channel,
+    CacheConfig, Clock, GroupCommitConfig, LoadQueue, Relay, RelayConfig, ShutdownTrigger, SystemClock,
+    TimerPump, WorkerConfig, shutdown_channel,
 };
 use load_agent_store::{OutboxStatus, PgStore, Stores};
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::task::JoinHandle;
-
-/// The timer pump of a Kafka deployment, wired as the binary wires it (`load-agent timer-pump`):
-/// `timer_fired` events go to the inbound topic.
-fn kafka_timer_pump(
-    stores: &Stores,
-    kafka: &KafkaConfig,
-    clock: Arc<dyn Clock>,
-    config: PumpConfig,
-) -> Result<TimerPump, KafkaError> {
-    let publisher: Arc<dyn LoadQueue> = Arc::new(KafkaEventPublisher::new(kafka, "load-agent-timer-pump")?);
-    Ok(TimerPump::new(stores.timers.clone(), publisher, clock).with_config(config))
-}
 
 // ------------------------------------------------------------------------------------------
 // The harness.
@@ -501,8 +488,10 @@ fn decisions_land_in_postgres_and_actions_on_the_action_topics() {
 
         // The timer pump publishes `timer_fired` to the inbound topic (its pass is run 31 minutes
         // ahead): the consumer takes the ask's next step and the relay sends the second SMS.
-        let pump = kafka_timer_pump(&env.stores, &env.kafka, Arc::new(SystemClock), PumpConfig::default())
-            .expect("pump");
+        let publisher: Arc<dyn LoadQueue> = Arc::new(
+            KafkaEventPublisher::new(&env.kafka, "load-agent-timer-pump").expect("the pump's producer"),
+        );
+        let pump = TimerPump::new(env.stores.timers.clone(), publisher, Arc::new(SystemClock));
         let pumped =
             within(60, "a timer pump pass", pump.pump_once(Utc::now() + chrono::Duration::minutes(31)))
                 .await
