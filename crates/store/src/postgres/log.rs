@@ -32,6 +32,12 @@ use crate::outbox::NewOutboxRow;
 /// appends of one load collide on `load_months_pkey` even when their entries fall in different
 /// months. A load without a directory row has no log rows in any partition, so the lookups of a
 /// new load find nothing whatever `$22` is.
+///
+/// The duplicate checks' `EXISTS (... OFFSET 0)` keeps each a sub-plan probed per id through its
+/// unique index. Without it Postgres may turn the `EXISTS` into a semi-join, and a generic plan
+/// expecting few rows for the load materialized all of the load's entries and compared each id
+/// against them: every append read its load's whole log (11 ms instead of 0.7 ms at 6,700
+/// entries; docs/performance.md, "Fourth look"). The same holds for `APPEND_LOADS`.
 const APPEND: &str = r#"
 WITH dir AS (
     SELECT (SELECT load_month FROM load_months WHERE load_id = $1) AS m
@@ -41,13 +47,13 @@ WITH dir AS (
 ), dup_entry AS (
     SELECT (SELECT e.id FROM UNNEST($3::text[]) WITH ORDINALITY AS e(id, n)
             WHERE EXISTS (SELECT 1 FROM log_entries l WHERE l.load_id = $1 AND l.entry_id = e.id
-                          AND l.load_month = $22::date)
+                          AND l.load_month = $22::date OFFSET 0)
             ORDER BY e.n LIMIT 1) AS id
 ), month AS (
     SELECT coalesce(dir.m, date_trunc('month', ($5::timestamptz[])[1] AT TIME ZONE 'UTC')::date) AS m FROM dir
 ), dup_key AS (
     SELECT (SELECT k.id FROM UNNEST($9::text[]) WITH ORDINALITY AS k(id, n)
-            WHERE EXISTS (SELECT 1 FROM outbox o WHERE o.id = k.id)
+            WHERE EXISTS (SELECT 1 FROM outbox o WHERE o.id = k.id OFFSET 0)
             ORDER BY k.n LIMIT 1) AS id
 ), ok AS (
     SELECT cur.v FROM cur, dup_entry, dup_key, dir
@@ -107,10 +113,10 @@ WITH req AS (
            (SELECT e.entry_id FROM ent e
             WHERE e.li = req.i
               AND EXISTS (SELECT 1 FROM log_entries l WHERE l.load_id = req.load_id AND l.entry_id = e.entry_id
-                          AND l.load_month = d.load_month)
+                          AND l.load_month = d.load_month OFFSET 0)
             ORDER BY e.n LIMIT 1) AS dup_entry,
            (SELECT o.id FROM obx o
-            WHERE o.li = req.i AND EXISTS (SELECT 1 FROM outbox x WHERE x.id = o.id)
+            WHERE o.li = req.i AND EXISTS (SELECT 1 FROM outbox x WHERE x.id = o.id OFFSET 0)
             ORDER BY o.n LIMIT 1) AS dup_key
     FROM req LEFT JOIN load_months d ON d.load_id = req.load_id
 ), ok AS (
