@@ -174,6 +174,13 @@ impl std::fmt::Debug for RecordProcessor {
 }
 
 impl RecordProcessor {
+    /// The consumer was assigned partitions: their loads may have been written by another
+    /// process since this one last ran them, so the worker verifies its cached snapshots again
+    /// ([`Worker::distrust_snapshots`]).
+    pub fn partitions_assigned(&self) {
+        self.worker.distrust_snapshots();
+    }
+
     pub fn new(worker: Arc<Worker>) -> Self {
         RecordProcessor {
             worker,

@@ -197,6 +197,8 @@ struct Shared {
     /// Set when shutdown starts: its drain has had `drain_timeout`, so the revocations of
     /// leaving the group do not wait for the same runs again.
     stopping: AtomicBool,
+    /// Told of every assignment (the worker then verifies its cached snapshots again).
+    processor: RecordProcessor,
 }
 
 impl Shared {
@@ -380,6 +382,11 @@ impl Shared {
 
     fn assign(&self, tpl: &TopicPartitionList) {
         metrics::counter!(names::CONSUMER_REBALANCES_TOTAL, "kind" => "assign").increment(1);
+        if tpl.count() > 0 {
+            // Before any record of the new partitions runs: their loads may have been written
+            // by the member that held them.
+            self.processor.partitions_assigned();
+        }
         let mut st = self.lock();
         for e in tpl.elements() {
             st.assign((e.topic().to_owned(), e.partition()));
@@ -493,6 +500,7 @@ pub async fn consume(
         consumer: OnceLock::new(),
         counters: Counters::default(),
         stopping: AtomicBool::new(false),
+        processor: processor.clone(),
     });
     let consumer: Arc<KafkaConsumer> =
         Arc::new(kafka.consumer_config().create_with_context(PartitionContext { shared: shared.clone() })?);

@@ -4,12 +4,18 @@
 //!
 //! - A hit reads only the entries after the cached version (`read_since`) and applies them; a
 //!   miss reads the whole log and projects it.
+//! - A trusting cache ([`CacheConfig::trusted`], the worker's) serves a hit without reading the
+//!   log at all: the worker is the only writer of the loads it owns, and the version check of its
+//!   next append refuses a snapshot that another writer made stale (the conflict drops it, the
+//!   run reads again and re-decides). [`SnapshotSource::distrust`] (a Kafka rebalance gave this
+//!   process loads another may have written) makes every cached snapshot verified once more.
 //! - After a commit the cache holds the state with the appended entries applied (no read back).
 //! - A version conflict invalidates the load's entry.
 //! - Bounded: at most `max_capacity` snapshots (or total log entries, with
 //!   [`CacheWeigher::LogEntries`]); a snapshot idle for `time_to_idle` is dropped.
 //! - Metrics: `load_agent_cache_hits_total`, `load_agent_cache_misses_total`,
-//!   `load_agent_cache_invalidations_total`; [`SnapshotCache::stats`] for the hit rate.
+//!   `load_agent_cache_invalidations_total`, `load_agent_cache_trusted_hits_total`;
+//!   [`SnapshotCache::stats`] for the hit rate.
 //!
 //! The cache is an optimization only: the version check of every append is what keeps a stale
 //! snapshot from committing.
@@ -42,6 +48,10 @@ pub struct CacheConfig {
     /// A snapshot not read or written for this long is dropped.
     pub time_to_idle: Duration,
     pub weigher: CacheWeigher,
+    /// Serve a hit without reading the log (see the module's notes). Only for a cache whose
+    /// owner is the only writer of its loads and commits through [`SnapshotSource::committed`]:
+    /// the worker's. Off by default.
+    pub trusted: bool,
 }
 
 impl Default for CacheConfig {
@@ -50,6 +60,7 @@ impl Default for CacheConfig {
             max_capacity: 50_000,
             time_to_idle: Duration::from_secs(30 * 60),
             weigher: CacheWeigher::Snapshots,
+            trusted: false,
         }
     }
 }
@@ -60,6 +71,8 @@ pub struct CacheStats {
     pub hits: u64,
     pub misses: u64,
     pub invalidations: u64,
+    /// Of the hits, those served without reading the log (a trusting cache).
+    pub trusted: u64,
 }
 
 impl CacheStats {
@@ -75,6 +88,17 @@ struct Counters {
     hits: AtomicU64,
     misses: AtomicU64,
     invalidations: AtomicU64,
+    trusted: AtomicU64,
+    /// Bumped by `distrust`: a snapshot kept under an older epoch is verified before it is
+    /// trusted.
+    epoch: AtomicU64,
+}
+
+/// A cached snapshot and the trust epoch it was kept (or last verified) in.
+#[derive(Clone)]
+struct Kept {
+    state: Arc<LoadState>,
+    epoch: u64,
 }
 
 /// The snapshot cache.
@@ -83,8 +107,9 @@ pub struct SnapshotCache {
     events: Arc<dyn EventStore>,
     /// A miss reads and projects the whole log.
     projection: LogProjection,
-    cache: Cache<String, Arc<LoadState>>,
+    cache: Cache<String, Kept>,
     counters: Arc<Counters>,
+    trusted: bool,
 }
 
 impl std::fmt::Debug for SnapshotCache {
@@ -99,8 +124,8 @@ impl SnapshotCache {
         let cache = match config.weigher {
             CacheWeigher::Snapshots => builder.build(),
             CacheWeigher::LogEntries => builder
-                .weigher(|_: &String, state: &Arc<LoadState>| {
-                    u32::try_from(state.version.max(1)).unwrap_or(u32::MAX)
+                .weigher(|_: &String, kept: &Kept| {
+                    u32::try_from(kept.state.version.max(1)).unwrap_or(u32::MAX)
                 })
                 .build(),
         };
@@ -109,6 +134,7 @@ impl SnapshotCache {
             events,
             cache,
             counters: Arc::new(Counters::default()),
+            trusted: config.trusted,
         }
     }
 
@@ -117,6 +143,7 @@ impl SnapshotCache {
             hits: self.counters.hits.load(Ordering::Relaxed),
             misses: self.counters.misses.load(Ordering::Relaxed),
             invalidations: self.counters.invalidations.load(Ordering::Relaxed),
+            trusted: self.counters.trusted.load(Ordering::Relaxed),
         }
     }
 
@@ -132,13 +159,19 @@ impl SnapshotCache {
 
     /// The cached snapshot of a load, without reading the store.
     pub async fn cached(&self, load_id: &str) -> Option<Arc<LoadState>> {
-        self.cache.get(load_id).await
+        self.cache.get(load_id).await.map(|kept| kept.state)
     }
 
-    async fn keep(&self, state: &LoadState) {
+    fn epoch(&self) -> u64 {
+        self.counters.epoch.load(Ordering::Acquire)
+    }
+
+    /// Keeps `state`, trusted under `epoch` (the epoch when the log was last read for it, or now
+    /// for a committed state: its append's version check just proved it current).
+    async fn keep(&self, state: Arc<LoadState>, epoch: u64) {
         // An unknown load (nothing logged) is not worth a slot: junk keys would evict real loads.
         if state.version > 0 {
-            self.cache.insert(state.load_id.clone(), Arc::new(state.clone())).await;
+            self.cache.insert(state.load_id.clone(), Kept { state, epoch }).await;
         }
     }
 
@@ -151,16 +184,25 @@ impl SnapshotCache {
 #[async_trait]
 impl SnapshotSource for SnapshotCache {
     async fn snapshot(&self, load_id: &str) -> Result<LoadState, StoreError> {
-        if let Some(cached) = self.cache.get(load_id).await {
+        let now = self.epoch();
+        if let Some(Kept { state: cached, epoch }) = self.cache.get(load_id).await {
             self.count(&self.counters.hits, names::CACHE_HITS_TOTAL);
+            if self.trusted && epoch == now {
+                self.count(&self.counters.trusted, names::CACHE_TRUSTED_HITS_TOTAL);
+                return Ok((*cached).clone());
+            }
             let (entries, version) = self.events.read_since(load_id, cached.version).await?;
             if entries.is_empty() && version == cached.version {
+                if self.trusted {
+                    // Verified: trusted again.
+                    self.keep(cached.clone(), now).await;
+                }
                 return Ok((*cached).clone());
             }
             let mut state = (*cached).clone();
             state.apply_all(&entries);
             if state.version == version {
-                self.keep(&state).await;
+                self.keep(Arc::new(state.clone()), now).await;
                 return Ok(state);
             }
             // The suffix does not line up with the snapshot: start over from the log.
@@ -175,13 +217,13 @@ impl SnapshotSource for SnapshotCache {
             self.count(&self.counters.misses, names::CACHE_MISSES_TOTAL);
         }
         let state = self.projection.snapshot(load_id).await?;
-        self.keep(&state).await;
+        self.keep(Arc::new(state.clone()), now).await;
         Ok(state)
     }
 
     async fn committed(&self, after: &LoadState, new_version: u64) {
         if after.version == new_version {
-            self.keep(after).await;
+            self.keep(Arc::new(after.clone()), self.epoch()).await;
         } else {
             self.invalidate(&after.load_id).await;
         }
@@ -190,5 +232,9 @@ impl SnapshotSource for SnapshotCache {
     async fn invalidate(&self, load_id: &str) {
         self.count(&self.counters.invalidations, names::CACHE_INVALIDATIONS_TOTAL);
         self.cache.invalidate(load_id).await;
+    }
+
+    fn distrust(&self) {
+        self.counters.epoch.fetch_add(1, Ordering::AcqRel);
     }
 }

@@ -29,6 +29,8 @@ pub const CACHE_HITS_TOTAL: &str = "load_agent_cache_hits_total";
 pub const CACHE_MISSES_TOTAL: &str = "load_agent_cache_misses_total";
 /// Counter: LoadState snapshots dropped from the cache (a version conflict).
 pub const CACHE_INVALIDATIONS_TOTAL: &str = "load_agent_cache_invalidations_total";
+/// Counter: cache hits served without reading the log (a trusting cache, the worker's).
+pub const CACHE_TRUSTED_HITS_TOTAL: &str = "load_agent_cache_trusted_hits_total";
 
 // Group commit (group_commit.rs).
 

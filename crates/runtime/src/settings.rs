@@ -81,6 +81,11 @@ pub struct WorkerSettings {
     /// LoadState snapshots kept in the cache.
     pub cache_capacity: u64,
     pub cache_idle_secs: u64,
+    /// Serve a cached snapshot without reading the log: this worker is the only writer of the
+    /// loads it runs, and an append's version check refuses a snapshot another writer made stale
+    /// (the run then reads the log and re-decides). A Kafka rebalance makes every snapshot
+    /// verified once again. `false`: every run reads the entries after its cached version.
+    pub cache_trusted: bool,
     /// Group commit (issue 15): appends of different loads ready within this many milliseconds
     /// share one transaction.
     pub group_commit_window_ms: u64,
@@ -97,6 +102,7 @@ impl Default for WorkerSettings {
             max_conflict_retries: 5,
             cache_capacity: 50_000,
             cache_idle_secs: 1800,
+            cache_trusted: true,
             group_commit_window_ms: 0,
             // Off by default for now: see docs/runtime.md ("Group commit") for the hazard.
             group_commit_max_batch: 1,
@@ -215,6 +221,7 @@ impl RuntimeConfig {
             cache: Some(CacheConfig {
                 max_capacity: worker.cache_capacity,
                 time_to_idle: Duration::from_secs(worker.cache_idle_secs),
+                trusted: worker.cache_trusted,
                 ..CacheConfig::default()
             }),
             group_commit: GroupCommitConfig {

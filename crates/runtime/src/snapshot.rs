@@ -21,6 +21,11 @@ pub trait SnapshotSource: Send + Sync {
 
     /// The cached state of `load_id` is behind the log (an append conflicted): drop it.
     async fn invalidate(&self, _load_id: &str) {}
+
+    /// Other writers may have appended to any load since it was cached (this process was given
+    /// loads it did not own a moment ago: a Kafka rebalance): a cache that trusts its snapshots
+    /// verifies each against the log once before trusting it again.
+    fn distrust(&self) {}
 }
 
 /// Reads the whole log and projects it, every time. No state is kept.

@@ -154,6 +154,13 @@ impl Worker {
         self
     }
 
+    /// This process was just given loads that another may have written (a Kafka rebalance
+    /// assigned it partitions): snapshots kept so far are verified against the log before they
+    /// are trusted again ([`SnapshotSource::distrust`]).
+    pub fn distrust_snapshots(&self) {
+        self.snapshots.distrust();
+    }
+
     pub fn config(&self) -> WorkerConfig {
         self.config
     }

@@ -86,6 +86,7 @@ async fn unknown_loads_are_not_cached_and_the_cache_is_bounded() {
         max_capacity: 3,
         time_to_idle: Duration::from_secs(60),
         weigher: CacheWeigher::Snapshots,
+        trusted: false,
     };
     let cache = SnapshotCache::new(events.clone(), config);
     assert_eq!(cache.snapshot("nobody").await.expect("empty log").version, 0);
@@ -108,4 +109,29 @@ async fn idle_snapshots_expire() {
     assert!(cache.cached("L1").await.is_some());
     tokio::time::sleep(Duration::from_millis(120)).await;
     assert!(cache.cached("L1").await.is_none(), "dropped after time_to_idle");
+}
+
+#[tokio::test]
+async fn a_trusting_cache_reads_nothing_on_a_hit_until_told_to_distrust() {
+    let events = store().await;
+    events.append("L1", &[sms("L1", "a")], 0, &[]).await.expect("append");
+    let cache = SnapshotCache::new(events.clone(), CacheConfig { trusted: true, ..CacheConfig::default() });
+    assert_eq!(cache.snapshot("L1").await.expect("miss").version, 1);
+    // Another writer appends: the trusted hit does not see it (the worker's append would
+    // conflict, and invalidate).
+    events.append("L1", &[sms("L1", "b")], 1, &[]).await.expect("append");
+    assert_eq!(cache.snapshot("L1").await.expect("trusted hit").version, 1);
+    assert_eq!(events.hook.reads_since.load(Ordering::Relaxed), 0, "a trusted hit reads nothing");
+    // A rebalance: the next hit reads the suffix, and is trusted again after it.
+    cache.distrust();
+    assert_eq!(cache.snapshot("L1").await.expect("verified hit").version, 2);
+    assert_eq!(events.hook.reads_since.load(Ordering::Relaxed), 1);
+    assert_eq!(cache.snapshot("L1").await.expect("trusted hit").version, 2);
+    assert_eq!(events.hook.reads_since.load(Ordering::Relaxed), 1);
+    // A conflict drops the snapshot: read whole again.
+    cache.invalidate("L1").await;
+    assert_eq!(cache.snapshot("L1").await.expect("miss").version, 2);
+    assert_eq!(events.hook.reads.load(Ordering::Relaxed), 2);
+    let stats = cache.stats();
+    assert_eq!((stats.hits, stats.trusted, stats.misses, stats.invalidations), (3, 2, 2, 1));
 }

@@ -1,6 +1,7 @@
 //! The worker's checks around a decision (behavior.md §1): a redelivered event is already
 //! processed, an id reused for another event is invalid (also when a stale snapshot lets it past,
-//! caught at the append), and event times are judged against the worker's clock.
+//! caught at the append), event times are judged against the worker's clock, and a trusted
+//! snapshot cache that another writer made stale costs a re-decision, never a wrong commit.
 
 use std::sync::Arc;
 
@@ -9,7 +10,9 @@ use chrono::{DateTime, TimeDelta, Utc};
 use load_agent_agent::{Agent, InvalidEvent};
 use load_agent_domain::{EventKind, InboundEvent, LoadState, decision_id_for};
 use load_agent_llm::FakeLlm;
-use load_agent_runtime::{FakeClock, LogProjection, RunOutcome, SnapshotSource, Worker};
+use load_agent_runtime::{
+    CacheConfig, FakeClock, LogProjection, RunOutcome, SnapshotCache, SnapshotSource, Worker,
+};
 use load_agent_store::{EventStore, SqliteStore, StoreOptions};
 use load_agent_testkit::load::sample_load;
 use load_agent_testkit::t0;
@@ -120,4 +123,54 @@ async fn event_times_are_judged_against_the_workers_clock() {
         worker.process_one(sms("s2", "ok", t0() + TimeDelta::days(2))).await,
         RunOutcome::AlreadyProcessed
     );
+}
+
+#[tokio::test]
+async fn a_trusted_cache_made_stale_by_another_writer_conflicts_and_re_decides() {
+    // Two workers over one log, each with a trusting cache (as two processes would be while a
+    // rebalance moves a load between them): each commits on a state the other made stale.
+    let clock = FakeClock::new(t0());
+    let store = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite");
+    let events: Arc<dyn EventStore> = Arc::new(store.clone());
+    let trusting = || {
+        let cache =
+            SnapshotCache::new(events.clone(), CacheConfig { trusted: true, ..CacheConfig::default() });
+        let worker = Worker::new(
+            events.clone(),
+            Arc::new(cache.clone()),
+            Arc::new(Agent::embedded().expect("agent")),
+            Arc::new(FakeLlm::new()),
+            Arc::new(clock.clone()),
+        );
+        (worker, cache)
+    };
+    let (a, a_cache) = trusting();
+    let (b, _) = trusting();
+    assert!(matches!(a.process_one(registration()).await, RunOutcome::Committed { version: 2, .. }));
+    assert!(matches!(
+        a.process_one(sms("s1", "eta 2:30", t0())).await,
+        RunOutcome::Committed { version: 4, .. }
+    ));
+    assert_eq!(a_cache.stats().trusted, 1, "a's second run read nothing");
+    // b reads the log (a miss) and commits behind a's back.
+    assert!(matches!(
+        b.process_one(sms("s2", "loaded", t0())).await,
+        RunOutcome::Committed { version: 6, .. }
+    ));
+    // a's trusted snapshot is at 4: its append conflicts, it reads the log and re-decides.
+    match a.process_one(sms("s3", "running late", t0())).await {
+        RunOutcome::Committed { version, conflicts, .. } => assert_eq!((version, conflicts), (8, 1)),
+        other => panic!("expected a commit after one conflict, got {other:?}"),
+    }
+    // b's snapshot is stale too, and the event it is given again is already in the log.
+    assert_eq!(b.process_one(sms("s3", "running late", t0())).await, RunOutcome::AlreadyProcessed);
+    let (entries, version) = store.read("L1").await.expect("read");
+    assert_eq!((entries.len(), version), (8, 8), "every event and decision once, in order");
+    // Told that others may have written (a rebalance), a verifies once before trusting again.
+    let trusted = a_cache.stats().trusted;
+    a.distrust_snapshots();
+    assert!(matches!(a.process_one(sms("s4", "ok", t0())).await, RunOutcome::Committed { conflicts: 0, .. }));
+    assert_eq!(a_cache.stats().trusted, trusted, "verified against the log, not trusted");
+    assert!(matches!(a.process_one(sms("s5", "ok", t0())).await, RunOutcome::Committed { conflicts: 0, .. }));
+    assert_eq!(a_cache.stats().trusted, trusted + 1, "trusted again after the verification");
 }
