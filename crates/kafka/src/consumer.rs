@@ -197,7 +197,8 @@ struct Shared {
     /// Set when shutdown starts: its drain has had `drain_timeout`, so the revocations of
     /// leaving the group do not wait for the same runs again.
     stopping: AtomicBool,
-    /// Told of every assignment (the worker then verifies its cached snapshots again).
+    /// The unit of work: runs each record, and is told of every assignment (the worker then
+    /// verifies its cached snapshots again).
     processor: RecordProcessor,
 }
 
@@ -500,7 +501,7 @@ pub async fn consume(
         consumer: OnceLock::new(),
         counters: Counters::default(),
         stopping: AtomicBool::new(false),
-        processor: processor.clone(),
+        processor,
     });
     let consumer: Arc<KafkaConsumer> =
         Arc::new(kafka.consumer_config().create_with_context(PartitionContext { shared: shared.clone() })?);
@@ -509,7 +510,6 @@ pub async fn consume(
     info!(topic = %kafka.events_topic, group = %kafka.group_id, "consuming");
     let runner = Arc::new(Runner {
         shared: shared.clone(),
-        processor,
         dlq,
         permits: Semaphore::new(config.max_concurrent_runs.max(1)),
     });
@@ -675,7 +675,6 @@ impl crate::partition::Offsetted for Admitted {
 
 struct Runner {
     shared: Arc<Shared>,
-    processor: RecordProcessor,
     dlq: DlqProducer,
     permits: Semaphore,
 }
@@ -746,7 +745,7 @@ impl Runner {
                 if attempt == 0 {
                     stages::observe(Stage::Queue, admitted.elapsed());
                 }
-                self.processor.process(record).await
+                self.shared.processor.process(record).await
             };
             match outcome {
                 RecordOutcome::Committed { .. } => {
