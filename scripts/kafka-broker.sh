@@ -8,6 +8,13 @@
 # KAFKA_BROKER_NAME=NAME runs a separate instance (its own pid and log file), so a test or a
 # developer can run a broker beside the test suite's.
 #
+# KAFKA_BROKER_STORAGE picks Nisshi's storage engine: `memory` (the default, what the test suite
+# uses) or `sqlite` (a SQLite file target/tools/NAME.db, WAL, emptied at each start). The memory
+# engine lists every stored batch of a partition at every fetch, so a fetch costs in proportion
+# to what the partition holds and a long load test slows the broker down as its topics grow;
+# the SQLite engine reads from the requested offset through an index, as Kafka's offset index
+# does. The load tests of docs/capacity.md use `sqlite` ("The test broker's storage engine").
+#
 # With KAFKA_BROKERS already set (a real Kafka, for example), `start` starts nothing and prints
 # the port of its first broker, and `stop` does nothing.
 #
@@ -58,14 +65,23 @@ start() {
     exit 1
   fi
   install_nisshi
+  case "${KAFKA_BROKER_STORAGE:-memory}" in
+    memory) storage=memory://nisshi/ ;;
+    sqlite)
+      rm -f "$tools/$name.db" "$tools/$name.db-wal" "$tools/$name.db-shm"
+      storage="sqlite://$name.db"
+      ;;
+    *) say "KAFKA_BROKER_STORAGE must be memory or sqlite, not '$KAFKA_BROKER_STORAGE'"; exit 2 ;;
+  esac
   for _ in $(seq 1 20); do
     port=$((20000 + RANDOM % 40000))
     port_in_use "$port" && continue
-    "$bin" broker \
+    # From target/tools: a sqlite:// file is named relative to the working directory.
+    (cd "$tools" && exec "$bin" broker \
       --listener-url "tcp://127.0.0.1:$port" \
       --advertised-listener-url "tcp://127.0.0.1:$port" \
-      --storage-engine memory://nisshi/ \
-      --group-initial-rebalance-delay 100ms \
+      --storage-engine "$storage" \
+      --group-initial-rebalance-delay 100ms) \
       >"$logfile" 2>&1 &
     pid=$!
     echo "$pid" >"$pidfile"

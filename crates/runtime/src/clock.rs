@@ -9,6 +9,13 @@ use chrono::{DateTime, Duration, Utc};
 /// The source of "now".
 pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now(&self) -> DateTime<Utc>;
+
+    /// How long, in real time, this clock takes to move by `span` (the timer pump sleeps that
+    /// long until the next timer is due). The wall clock and a [`FakeClock`] move one to one; a
+    /// clock that runs faster than the wall clock says less.
+    fn real_duration(&self, span: chrono::TimeDelta) -> std::time::Duration {
+        span.to_std().unwrap_or_default()
+    }
 }
 
 /// The wall clock.

@@ -22,11 +22,16 @@ use crate::shutdown::Shutdown;
 /// Loads whose timers are published at once within a batch.
 pub const PUBLISH_CONCURRENCY: usize = 64;
 
+/// The shortest pause between two passes, even when a timer is due sooner.
+pub const MIN_PAUSE: Duration = Duration::from_millis(10);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PumpConfig {
     /// Timers read per batch.
     pub batch: usize,
-    /// Pause between passes; at most 30 s so a timer fires within a minute after `fire_at`.
+    /// The longest pause between passes; at most 30 s so a timer fires within a minute after
+    /// `fire_at` even when it was scheduled while the pump slept. Between passes the pump sleeps
+    /// until the next scheduled timer is due, when that is sooner.
     pub poll_interval: Duration,
 }
 
@@ -168,16 +173,46 @@ impl TimerPump {
         ok
     }
 
-    /// Pumps every `poll_interval` until shutdown.
+    /// Pumps until shutdown. After a clean pass it sleeps until the next scheduled timer is
+    /// due ([`TimerPump::pause`]); after a pass that failed, or could not publish or mark every
+    /// due timer, it waits the whole `poll_interval` (a broker or store outage is not retried in
+    /// a tight loop).
     pub async fn run(self: Arc<Self>, mut shutdown: Shutdown) {
         loop {
-            if let Err(e) = self.pump_once(self.clock.now()).await {
-                error!(error = %e, "timer pump pass failed");
-            }
+            let pause = match self.pump_once(self.clock.now()).await {
+                Ok(report) if report.publish_failures == 0 && report.mark_failures == 0 => self.pause().await,
+                Ok(_) => self.config.poll_interval,
+                Err(e) => {
+                    error!(error = %e, "timer pump pass failed");
+                    self.config.poll_interval
+                }
+            };
             tokio::select! {
                 _ = shutdown.recv() => return,
-                _ = tokio::time::sleep(self.config.poll_interval) => {}
+                _ = tokio::time::sleep(pause) => {}
             }
+        }
+    }
+
+    /// How long to sleep before the next pass: until the earliest scheduled timer is due, at
+    /// least [`MIN_PAUSE`] and at most `poll_interval` (a timer scheduled meanwhile for sooner
+    /// than that is seen at the next poll, as before). A timer that was scheduled before the
+    /// pump went to sleep therefore fires within milliseconds of its `fire_at`, not up to a
+    /// whole interval late.
+    pub async fn pause(&self) -> Duration {
+        let next = match self.timers.next_fire_at().await {
+            Ok(next) => next,
+            Err(e) => {
+                warn!(error = %e, "reading the next timer failed; polling at the interval");
+                None
+            }
+        };
+        match next {
+            // Not `clamp`: a configured interval below MIN_PAUSE must not panic.
+            Some(at) => {
+                self.clock.real_duration(at - self.clock.now()).max(MIN_PAUSE).min(self.config.poll_interval)
+            }
+            None => self.config.poll_interval,
         }
     }
 }

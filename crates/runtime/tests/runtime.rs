@@ -734,6 +734,35 @@ async fn the_pump_publishes_due_timers_once_with_their_deterministic_event_id() 
 }
 
 #[tokio::test]
+async fn between_passes_the_pump_sleeps_until_the_next_timer_is_due_at_most_its_interval() {
+    let env = Env::new().await;
+    let now = env.clock.now();
+    let queue: Arc<dyn LoadQueue> = env.queue.clone();
+    let pump = TimerPump::new(env.stores.timers.clone(), queue, Arc::new(env.clock.clone()))
+        .with_config(PumpConfig { batch: 10, poll_interval: std::time::Duration::from_secs(10) });
+    let schedule = |id: &str, fire_at| TimerRow {
+        timer_id: id.into(),
+        load_id: "L1".into(),
+        ask_id: "a".into(),
+        attempt: 1,
+        fire_at,
+    };
+    assert_eq!(pump.pause().await, std::time::Duration::from_secs(10), "nothing scheduled: the interval");
+    env.stores.timers.schedule(&schedule("late", now + Duration::hours(1))).await.expect("schedule");
+    assert_eq!(pump.pause().await, std::time::Duration::from_secs(10), "not due within the interval");
+    env.stores.timers.schedule(&schedule("soon", now + Duration::seconds(3))).await.expect("schedule");
+    assert_eq!(pump.pause().await, std::time::Duration::from_secs(3), "wakes when the next one is due");
+    env.stores.timers.schedule(&schedule("due", now - Duration::seconds(1))).await.expect("schedule");
+    assert_eq!(
+        pump.pause().await,
+        load_agent_runtime::pump::MIN_PAUSE,
+        "one already due: the shortest pause"
+    );
+    assert_eq!(pump.pump_once(now).await.expect("pump").fired, 1);
+    assert_eq!(pump.pause().await, std::time::Duration::from_secs(3), "fired ones do not count");
+}
+
+#[tokio::test]
 async fn a_pass_fires_every_due_timer_batch_by_batch_each_load_in_fire_order() {
     let env = Env::new().await;
     let base = t("2026-03-02T13:30:00Z");

@@ -63,6 +63,10 @@ pub trait TimerStore: Send + Sync {
     /// when no timer is due.
     async fn oldest_due_lag(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError>;
 
+    /// The earliest `fire_at` of any scheduled timer (due or not), `None` when none is
+    /// scheduled: the pump sleeps until then rather than a whole poll interval.
+    async fn next_fire_at(&self) -> Result<Option<DateTime<Utc>>, StoreError>;
+
     /// Every timer of a load, by fire time, for `inspect` (tombstones of unknown ids have no
     /// load and are not listed).
     async fn timers_for_load(&self, load_id: &str) -> Result<Vec<TimerView>, StoreError>;

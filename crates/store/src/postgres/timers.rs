@@ -91,6 +91,17 @@ impl TimerStore for PgStore {
         Ok(oldest.map(|t| age(now, t)))
     }
 
+    async fn next_fire_at(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        // `timers_due_idx (fire_at, timer_id) WHERE status = 'scheduled'`: the first entry of
+        // each partition's index, merged.
+        let next: Option<DateTime<Utc>> = sqlx::query_scalar(
+            "SELECT fire_at FROM timers WHERE status = 'scheduled' ORDER BY fire_at LIMIT 1",
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(next)
+    }
+
     async fn timers_for_load(&self, load_id: &str) -> Result<Vec<TimerView>, StoreError> {
         let rows = sqlx::query(
             "SELECT timer_id, load_id, ask_id, attempt, fire_at, status, fired_at, cancelled_at FROM timers \

@@ -163,6 +163,15 @@ impl TimerStore for SqliteStore {
         Ok(parse_sqlite_time_opt("timers.fire_at", oldest)?.map(|t| age(now, t)))
     }
 
+    async fn next_fire_at(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let next: Option<String> = sqlx::query_scalar(
+            "SELECT fire_at FROM timers WHERE status = 'scheduled' ORDER BY fire_at LIMIT 1",
+        )
+        .fetch_optional(&self.readers)
+        .await?;
+        parse_sqlite_time_opt("timers.fire_at", next)
+    }
+
     async fn timers_for_load(&self, load_id: &str) -> Result<Vec<TimerView>, StoreError> {
         let rows = sqlx::query(
             "SELECT timer_id, load_id, ask_id, attempt, fire_at, status, fired_at, cancelled_at FROM timers \

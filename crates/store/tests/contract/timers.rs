@@ -105,6 +105,7 @@ pub async fn mark_fired_is_idempotent<H: StoreHarness>(h: &H) {
 pub async fn due_is_oldest_first_with_a_limit_and_lag<H: StoreHarness>(h: &H) {
     let timers = &h.stores().timers;
     assert_eq!(timers.oldest_due_lag(t(0)).await.expect("lag"), None);
+    assert_eq!(timers.next_fire_at().await.expect("next"), None, "nothing scheduled");
     for (id, at) in [("c", 300), ("a", 100), ("d", 400), ("b", 200), ("b2", 200), ("e", 10_000)] {
         timers.schedule(&timer(id, at)).await.expect("schedule");
     }
@@ -115,4 +116,11 @@ pub async fn due_is_oldest_first_with_a_limit_and_lag<H: StoreHarness>(h: &H) {
     timers.mark_fired(&ids(&["a"]), t(160)).await.expect("fired");
     assert_eq!(timers.oldest_due_lag(t(160)).await.expect("lag"), None, "nothing else is due at 160");
     assert_eq!(timers.oldest_due_lag(t(230)).await.expect("lag"), Some(Duration::from_secs(30)));
+    // The pump's wake-up: the earliest scheduled timer, due or not; fired and cancelled ones
+    // do not count.
+    assert_eq!(timers.next_fire_at().await.expect("next"), Some(t(200)));
+    timers.mark_fired(&ids(&["b", "b2", "c", "d"]), t(400)).await.expect("fired");
+    assert_eq!(timers.next_fire_at().await.expect("next"), Some(t(10_000)));
+    timers.cancel("L1", "e", t(400)).await.expect("cancel");
+    assert_eq!(timers.next_fire_at().await.expect("next"), None);
 }

@@ -100,6 +100,10 @@ impl Clock for ScaledClock {
         let real = self.origin_real.elapsed().as_secs_f64() * self.scale;
         self.origin + chrono::Duration::microseconds((real * 1e6) as i64)
     }
+
+    fn real_duration(&self, span: chrono::TimeDelta) -> Duration {
+        span.to_std().unwrap_or_default().div_f64(self.scale.max(1e-9))
+    }
 }
 
 /// The service's latency over the broker's floor.

@@ -384,6 +384,10 @@ impl TimerStore for ProbedTimers {
         self.inner.oldest_due_lag(now).await
     }
 
+    async fn next_fire_at(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.inner.next_fire_at().await
+    }
+
     async fn timers_for_load(&self, load_id: &str) -> Result<Vec<TimerView>, StoreError> {
         self.inner.timers_for_load(load_id).await
     }
