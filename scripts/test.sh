@@ -74,4 +74,7 @@ for golden in evals/dumps/*.golden.jsonl; do
   cargo run -q --locked --all-features -p load-agent -- replay "${golden%.golden.jsonl}.jsonl" --golden "$golden"
 done
 
+log "benches/compare-postgres-es (a workspace of its own, outside the one above) still builds"
+cargo check --locked --quiet --manifest-path benches/compare-postgres-es/Cargo.toml --target-dir target/compare-postgres-es
+
 log "all tests passed"

@@ -50,7 +50,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use cqrs_es::event_sink::EventSink;
 use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
 use cqrs_es::{Aggregate, DomainEvent};
-use load_agent_benches::agent_append;
+use load_agent_testkit::store::agent_append;
 use load_agent_domain::LogEntry;
 use load_agent_runtime::{GroupCommit, GroupCommitConfig};
 use load_agent_store::{EventStore, PgStore, StoreOptions};

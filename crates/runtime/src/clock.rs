@@ -65,11 +65,42 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
     fn now(&self) -> DateTime<Utc> {
         (**self).now()
     }
+
+    fn real_duration(&self, span: Duration) -> std::time::Duration {
+        (**self).real_duration(span)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A clock that runs ten times faster than the wall clock.
+    #[derive(Debug)]
+    struct Fast;
+
+    impl Clock for Fast {
+        fn now(&self) -> DateTime<Utc> {
+            Utc::now()
+        }
+
+        fn real_duration(&self, span: Duration) -> std::time::Duration {
+            span.to_std().unwrap_or_default() / 10
+        }
+    }
+
+    #[test]
+    fn a_clock_behind_an_arc_keeps_its_own_pace() {
+        let inner: Arc<dyn Clock> = Arc::new(Fast);
+        let outer: Arc<dyn Clock> = Arc::new(inner);
+        assert_eq!(outer.real_duration(Duration::seconds(10)), std::time::Duration::from_secs(1));
+        assert_eq!(SystemClock.real_duration(Duration::seconds(10)), std::time::Duration::from_secs(10));
+        assert_eq!(
+            SystemClock.real_duration(Duration::seconds(-1)),
+            std::time::Duration::ZERO,
+            "past: no wait"
+        );
+    }
 
     #[test]
     fn clones_of_a_fake_clock_share_its_time() {
