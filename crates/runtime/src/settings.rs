@@ -11,7 +11,7 @@ use std::time::Duration;
 use load_agent_domain::settings::SettingError;
 use serde::{Deserialize, Serialize};
 
-use crate::cache::CacheConfig;
+use crate::cache::{CacheConfig, CacheWeigher};
 use crate::group_commit::GroupCommitConfig;
 use crate::harness::RuntimeConfig;
 use crate::limit::SendLimitsSetting;
@@ -78,8 +78,12 @@ pub struct WorkerSettings {
     /// Loads processed at once.
     pub concurrency: usize,
     pub max_conflict_retries: u32,
-    /// LoadState snapshots kept in the cache.
+    /// What the cache holds at most: snapshots, or log entries behind them (`cache_weigher`).
     pub cache_capacity: u64,
+    /// What `cache_capacity` counts: `snapshots` (loads) or `log_entries` (the versions of the
+    /// cached snapshots, so a few long-lived loads weigh as much as many new ones and the
+    /// cache's memory stays bounded however long the logs grow).
+    pub cache_weigher: String,
     pub cache_idle_secs: u64,
     /// Serve a cached snapshot without reading the log: this worker is the only writer of the
     /// loads it runs, and an append's version check refuses a snapshot another writer made stale
@@ -101,6 +105,7 @@ impl Default for WorkerSettings {
             concurrency: 64,
             max_conflict_retries: 5,
             cache_capacity: 50_000,
+            cache_weigher: "snapshots".into(),
             cache_idle_secs: 1800,
             cache_trusted: true,
             group_commit_window_ms: 0,
@@ -153,6 +158,15 @@ impl TimerSettings {
 }
 
 impl WorkerSettings {
+    /// `cache_weigher` as the cache's [`CacheWeigher`].
+    pub fn weigher(&self) -> Result<CacheWeigher, SettingError> {
+        match self.cache_weigher.as_str() {
+            "snapshots" => Ok(CacheWeigher::Snapshots),
+            "log_entries" => Ok(CacheWeigher::LogEntries),
+            _ => Err(bad("worker.cache_weigher", "must be snapshots or log_entries")),
+        }
+    }
+
     pub fn validate(&self) -> Result<(), SettingError> {
         if self.concurrency == 0 || self.cache_capacity == 0 {
             return Err(bad(
@@ -160,6 +174,7 @@ impl WorkerSettings {
                 "worker.concurrency and worker.cache_capacity must be positive",
             ));
         }
+        self.weigher()?;
         if self.group_commit_max_batch == 0 {
             return Err(bad(
                 "worker.group_commit_max_batch",
@@ -221,8 +236,9 @@ impl RuntimeConfig {
             cache: Some(CacheConfig {
                 max_capacity: worker.cache_capacity,
                 time_to_idle: Duration::from_secs(worker.cache_idle_secs),
+                // `validate` refuses any other value before the runtime is made.
+                weigher: worker.weigher().unwrap_or_default(),
                 trusted: worker.cache_trusted,
-                ..CacheConfig::default()
             }),
             group_commit: GroupCommitConfig {
                 window: Duration::from_millis(worker.group_commit_window_ms),
@@ -280,5 +296,34 @@ mod tests {
             .validate()
             .expect_err("window");
         assert_eq!(e.setting, "worker.group_commit_window_ms");
+        let e = WorkerSettings { cache_weigher: "bytes".into(), ..WorkerSettings::default() }
+            .validate()
+            .expect_err("weigher");
+        assert_eq!(e.setting, "worker.cache_weigher");
+    }
+
+    #[test]
+    fn the_cache_can_be_bounded_by_log_entries() {
+        let worker = WorkerSettings {
+            cache_weigher: "log_entries".into(),
+            cache_capacity: 2_000_000,
+            ..WorkerSettings::default()
+        };
+        worker.validate().expect("valid");
+        let rc = RuntimeConfig::from_settings(
+            &RelaySettings::default(),
+            &TimerSettings::default(),
+            &worker,
+            Duration::from_secs(120),
+        );
+        let cache = rc.cache.expect("a cache");
+        assert_eq!((cache.weigher, cache.max_capacity), (CacheWeigher::LogEntries, 2_000_000));
+        let defaults = RuntimeConfig::from_settings(
+            &RelaySettings::default(),
+            &TimerSettings::default(),
+            &WorkerSettings::default(),
+            Duration::from_secs(120),
+        );
+        assert_eq!(defaults.cache.expect("a cache").weigher, CacheWeigher::Snapshots);
     }
 }
