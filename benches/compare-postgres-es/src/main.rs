@@ -15,15 +15,17 @@
 //!    the decision's two outbox rows (a `send_sms` and a `set_timer`), at the expected version:
 //!    one statement, one commit per append.
 //! 3. `load-agent GroupCommit`: the same appends through `load_agent_runtime::GroupCommit` with
-//!    the service's default configuration (2 ms window, up to 32 loads per transaction, 2
-//!    committers; `--group-window-ms`, `--group-max-batch`, `--group-committers` change it):
+//!    `GroupCommitConfig::default()` (no window, up to 32 loads per transaction, 4 committers;
+//!    `--group-window-ms`, `--group-max-batch`, `--group-committers` change it):
 //!    appends of different loads share one `append_batch` transaction, each with its own version
 //!    check and result.
 //!
 //! Each writer fills a load with [`APPENDS_PER_LOAD`] appends (20 entries), then moves on to a
 //! new one. The figures are appends per second (one commit each for runs 1 and 2), events per
 //! second (two per append, the same for all three) and the latency of one append call, p50 and
-//! p99, over the appends that started and finished inside the measured window.
+//! p99, over the appends that started and finished inside the measured window. The GroupCommit
+//! run also prints its batches: how many, loads per batch, and the time of one batch's statement
+//! and commit as the committer sees it.
 //!
 //! Payloads are built before the timing: postgres-es's two JSON payloads once per writer (only
 //! the aggregate id and the sequence change between appends); load-agent's entries and outbox
@@ -45,15 +47,18 @@ use std::convert::Infallible;
 use std::process::ExitCode;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use cqrs_es::event_sink::EventSink;
 use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
 use cqrs_es::{Aggregate, DomainEvent};
-use load_agent_testkit::store::agent_append;
-use load_agent_domain::LogEntry;
+use load_agent_domain::{LoadSummary, LogEntry};
 use load_agent_runtime::{GroupCommit, GroupCommitConfig};
-use load_agent_store::{EventStore, PgStore, StoreOptions};
+use load_agent_store::{
+    AppendError, AppendRequest, EventStore, NewOutboxRow, PgStore, StoreError, StoreOptions,
+};
+use load_agent_testkit::store::agent_append;
 use postgres_es::PostgresEventRepository;
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -82,7 +87,7 @@ const USAGE: &str =
   --seconds       measured window of each run (20)
   --warmup        warm-up before each window (5)
   --group-window-ms, --group-max-batch, --group-committers
-                  GroupCommit's configuration (the service's defaults: 2, 32, 2)";
+                  GroupCommit's configuration (GroupCommitConfig::default(): 0, 32, 4)";
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -285,6 +290,52 @@ async fn run_postgres_es(args: &Args, schema: &str) -> Result<Report, Error> {
 // ---------------------------------------------------------------------------------------------
 // load-agent
 
+/// The store under GroupCommit, timing what reaches it: batches, loads per batch and the time
+/// of each `append_batch` (one statement and its commit), so a run shows where an append's
+/// latency goes (the batch's statement, or waiting for a committer).
+struct Timed {
+    store: PgStore,
+    batches: AtomicU64,
+    loads: AtomicU64,
+    busy_us: AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl EventStore for Timed {
+    async fn read(&self, load_id: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
+        self.store.read(load_id).await
+    }
+    async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
+        self.store.read_since(load_id, version).await
+    }
+    async fn append_summarized(
+        &self,
+        load_id: &str,
+        entries: &[LogEntry],
+        expected_version: u64,
+        outbox: &[NewOutboxRow],
+        summary: Option<&LoadSummary>,
+    ) -> Result<u64, AppendError> {
+        self.store.append_summarized(load_id, entries, expected_version, outbox, summary).await
+    }
+    async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
+        let started = Instant::now();
+        let n = requests.len() as u64;
+        let results = self.store.append_batch(requests).await;
+        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.loads.fetch_add(n, Ordering::Relaxed);
+        self.busy_us.fetch_add(us, Ordering::Relaxed);
+        results
+    }
+    async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
+        self.store.llm_cost(load_id).await
+    }
+    async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.store.load_ids(limit).await
+    }
+}
+
 async fn store_writer(store: Arc<dyn EventStore>, writer: usize, window: Window) -> Result<Vec<u32>, Error> {
     let mut latencies = Vec::new();
     for n in 0.. {
@@ -307,12 +358,29 @@ async fn run_load_agent(args: &Args, schema: &str, grouped: bool) -> Result<Repo
     let options =
         StoreOptions { max_connections: u32::try_from(args.writers)?.max(2), ..StoreOptions::default() };
     let pg = PgStore::connect_in_schema_with(&args.url, schema, &options).await?;
+    let timed = Arc::new(Timed {
+        store: pg.clone(),
+        batches: AtomicU64::new(0),
+        loads: AtomicU64::new(0),
+        busy_us: AtomicU64::new(0),
+    });
     let (name, store): (_, Arc<dyn EventStore>) = if grouped {
-        ("load-agent GroupCommit", Arc::new(GroupCommit::new(Arc::new(pg.clone()), args.group)))
+        ("load-agent GroupCommit", Arc::new(GroupCommit::new(timed.clone(), args.group)))
     } else {
         ("load-agent PgStore", Arc::new(pg.clone()))
     };
     let report = measure(name, args, |w, window| store_writer(store.clone(), w, window)).await;
+    let batches = timed.batches.load(Ordering::Relaxed);
+    if batches > 0 {
+        let loads = timed.loads.load(Ordering::Relaxed) as f64;
+        let busy_ms = timed.busy_us.load(Ordering::Relaxed) as f64 / 1000.0;
+        println!(
+            "    {batches} batches (warm-up included), {:.1} loads each, {:.2} ms per batch statement + commit, {:.0} ms of statements per s of run",
+            loads / batches as f64,
+            busy_ms / batches as f64,
+            busy_ms / (args.warmup + args.seconds) as f64
+        );
+    }
     drop(store);
     pg.drop_schema().await?;
     report

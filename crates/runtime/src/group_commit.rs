@@ -8,9 +8,12 @@
 //!
 //! - A committer takes the queued requests once `window` has passed since it started waiting
 //!   (default zero: at once), or as soon as `max_batch` are queued, and appends them with
-//!   `append_batch` (on Postgres one statement for the batch). Up to `committers` batches are in
-//!   flight at once (each on its own connection); requests that arrive while they commit form
-//!   the next batch, so batches grow with the load without a timer.
+//!   `append_batch` (on Postgres one statement for the batch). Requests that arrive while a
+//!   batch commits form the next batch, so batches grow with the load without a timer. Up to
+//!   `committers` batches are in flight at once (each on its own connection), but a second one
+//!   starts only once [`GroupCommitConfig::parallel_from`] requests wait: a batch's statement and
+//!   commit cost about as much for one load as for ten, so a few requests are better served by
+//!   the running committer's next batch than by a batch of their own beside it.
 //! - Each request keeps its own version check and its own result: a conflict, a duplicate event
 //!   or a reused action key fails only that load, which re-decides exactly as without grouping.
 //!   A store error fails the whole batch, and every run in it gives its event back.
@@ -62,6 +65,12 @@ impl GroupCommitConfig {
     pub fn is_on(&self) -> bool {
         self.max_batch > 1
     }
+
+    /// How many queued requests start a batch beside one that is running: a quarter of
+    /// `max_batch`, at least 2 (8 with the defaults). Fewer wait for the running batch.
+    pub fn parallel_from(&self) -> usize {
+        (self.max_batch / 4).max(2)
+    }
 }
 
 struct Pending {
@@ -73,7 +82,21 @@ struct Pending {
 #[derive(Default)]
 struct Queue {
     pending: VecDeque<Pending>,
+    /// Committer tasks alive (running a batch, or about to take one).
     committers: usize,
+    /// Committers running a batch right now.
+    busy: usize,
+}
+
+impl Queue {
+    /// Whether a committer may take the queued requests now: always when no batch is running;
+    /// beside a running batch only once `parallel_from` requests wait. Fewer than that are left
+    /// to the running committer, which takes them when its batch is done: a batch of one or two
+    /// loads beside a running one pays a whole statement and commit for them and shares the
+    /// cores with it, where waiting for the running batch costs less (docs/capacity.md).
+    fn may_take(&self, parallel_from: usize) -> bool {
+        !self.pending.is_empty() && (self.busy == 0 || self.pending.len() >= parallel_from)
+    }
 }
 
 struct Inner {
@@ -127,38 +150,64 @@ impl GroupCommit {
     }
 }
 
-/// Decrements the committer count however the committer ends (a panic in the store included),
-/// so a later request starts a new one.
-struct CommitterSlot(Arc<Inner>);
+/// A committer's place in the counts, given back however the committer ends (a panic in the
+/// store included), so a later request starts a new one.
+struct CommitterSlot {
+    inner: Arc<Inner>,
+    /// Still counted in `committers` (a committer that left the queue under its lock is not).
+    alive: bool,
+    /// Counted in `busy`.
+    busy: bool,
+}
 
 impl Drop for CommitterSlot {
     fn drop(&mut self) {
-        self.0.queue().committers -= 1;
+        if self.alive || self.busy {
+            let mut queue = self.inner.queue();
+            if self.alive {
+                queue.committers -= 1;
+            }
+            if self.busy {
+                queue.busy -= 1;
+            }
+        }
     }
 }
 
-/// A committer: takes batches until the queue is empty.
+/// A committer: takes batches until nothing is left for it to take. It leaves the queue in the
+/// same critical section in which it finds it so, so a request queued just after is never left
+/// without a committer: the request that finds none alive starts one.
 async fn commit_batches(inner: Arc<Inner>) {
-    let _slot = CommitterSlot(inner.clone());
+    let mut slot = CommitterSlot { inner: inner.clone(), alive: true, busy: false };
     let max = inner.config.max_batch;
+    let parallel_from = inner.config.parallel_from();
     loop {
-        let deadline = tokio::time::Instant::now() + inner.config.window;
-        loop {
-            if inner.queue().pending.len() >= max {
-                break;
-            }
-            if tokio::time::timeout_at(deadline, inner.full.notified()).await.is_err() {
-                break;
+        // No window: take what is queued now. (A timer set to "now" is not "no wait": tokio's
+        // timer wheel rounds a deadline up to its next millisecond tick, so a zero window waited
+        // a millisecond or more before every batch; docs/capacity.md.)
+        if !inner.config.window.is_zero() {
+            let deadline = tokio::time::Instant::now() + inner.config.window;
+            loop {
+                if inner.queue().pending.len() >= max {
+                    break;
+                }
+                if tokio::time::timeout_at(deadline, inner.full.notified()).await.is_err() {
+                    break;
+                }
             }
         }
         let batch: Vec<Pending> = {
             let mut queue = inner.queue();
+            if !queue.may_take(parallel_from) {
+                queue.committers -= 1;
+                slot.alive = false;
+                return;
+            }
             let n = queue.pending.len().min(max);
+            queue.busy += 1;
+            slot.busy = true;
             queue.pending.drain(..n).collect()
         };
-        if batch.is_empty() {
-            return;
-        }
         let now = Instant::now();
         let mut requests = Vec::with_capacity(batch.len());
         let mut replies = Vec::with_capacity(batch.len());
@@ -184,6 +233,8 @@ async fn commit_batches(inner: Arc<Inner>) {
             // A run that stopped waiting (cancelled) drops its receiver; its append stands.
             let _ = reply.send(result);
         }
+        inner.queue().busy -= 1;
+        slot.busy = false;
     }
 }
 
@@ -244,7 +295,8 @@ impl EventStore for GroupCommit {
             if queue.pending.len() >= config.max_batch {
                 self.inner.full.notify_one();
             }
-            let start = queue.committers < config.committers;
+            let start = queue.committers == 0
+                || (queue.committers < config.committers && queue.may_take(config.parallel_from()));
             if start {
                 queue.committers += 1;
             }
@@ -398,6 +450,84 @@ mod tests {
         .expect("full batches do not wait for the 30 s window");
         assert_eq!(versions(&results), [Some(1); 4], "{results:?}");
         assert_eq!(*inner.batches.lock().expect("batches"), vec![2, 2]);
+    }
+
+    /// The SQLite store behind a gate: each batch is recorded when it starts, then waits for a
+    /// permit.
+    struct Gated {
+        store: SqliteStore,
+        started: Mutex<Vec<usize>>,
+        gate: tokio::sync::Semaphore,
+    }
+
+    #[async_trait]
+    impl EventStore for Gated {
+        async fn read(&self, load_id: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
+            self.store.read(load_id).await
+        }
+        async fn read_since(&self, load_id: &str, v: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
+            self.store.read_since(load_id, v).await
+        }
+        async fn append_summarized(
+            &self,
+            load_id: &str,
+            entries: &[LogEntry],
+            expected_version: u64,
+            outbox: &[NewOutboxRow],
+            summary: Option<&LoadSummary>,
+        ) -> Result<u64, AppendError> {
+            self.store.append_summarized(load_id, entries, expected_version, outbox, summary).await
+        }
+        async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
+            self.started.lock().expect("started").push(requests.len());
+            match self.gate.acquire().await {
+                Ok(permit) => permit.forget(),
+                Err(_) => return Vec::new(),
+            }
+            self.store.append_batch(requests).await
+        }
+        async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
+            self.store.llm_cost(load_id).await
+        }
+        async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+            self.store.load_ids(limit).await
+        }
+    }
+
+    #[tokio::test]
+    async fn beside_a_running_batch_a_second_starts_only_once_enough_requests_wait() {
+        let store = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite");
+        let inner =
+            Arc::new(Gated { store, started: Mutex::new(Vec::new()), gate: tokio::sync::Semaphore::new(0) });
+        let config = GroupCommitConfig { window: Duration::ZERO, max_batch: 8, committers: 4 };
+        assert_eq!(config.parallel_from(), 2);
+        let group = GroupCommit::new(inner.clone(), config);
+        let append = |load: &'static str| {
+            let group = group.clone();
+            tokio::spawn(async move { group.append(load, &[sms(load, &format!("{load}1"))], 0, &[]).await })
+        };
+        let settle = || tokio::time::sleep(Duration::from_millis(50));
+        let a = append("A");
+        settle().await;
+        assert_eq!(*inner.started.lock().expect("started"), vec![1], "A's batch runs (held at the gate)");
+        let b = append("B");
+        settle().await;
+        assert_eq!(
+            *inner.started.lock().expect("started"),
+            vec![1],
+            "one request waits for the running batch instead of a batch of its own beside it"
+        );
+        let c = append("C");
+        settle().await;
+        assert_eq!(*inner.started.lock().expect("started"), vec![1, 2], "two waiting: B and C go together");
+        inner.gate.add_permits(2);
+        for run in [a, b, c] {
+            assert_eq!(run.await.expect("run").expect("append"), 1);
+        }
+        // All committers have left; a later request starts one again and is answered.
+        inner.gate.add_permits(1);
+        assert_eq!(append("D").await.expect("run").expect("append"), 1);
+        assert_eq!(*inner.started.lock().expect("started"), vec![1, 2, 1]);
     }
 
     #[tokio::test]

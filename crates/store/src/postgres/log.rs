@@ -92,6 +92,11 @@ SELECT cur.v, dup_entry.id, dup_key.id, dir.m FROM cur, dup_entry, dup_key, dir
 /// writes only when all pass; the statement returns, per load in request order, the version it
 /// saw and the duplicates it found. A lost race on a unique index fails the statement (the
 /// caller falls back to one savepoint per load).
+///
+/// Each load's directory row is read by a sub-plan per load (`dir`, a primary-key probe). As a
+/// join, a generic plan made while `load_months` was small hashed the batch and scanned the
+/// whole directory on every batch: a cost that grew with the number of loads ever seen
+/// (docs/capacity.md, "Against postgres-es").
 const APPEND_LOADS: &str = r#"
 WITH req AS (
     SELECT r.load_id, r.expected, r.created_at, r.i
@@ -103,22 +108,25 @@ WITH req AS (
 ), obx AS (
     SELECT * FROM UNNEST($12::int8[], $13::text[], $14::int8[], $15::text[], $16::text[]) WITH ORDINALITY
         AS o(li, id, load_version, destination, action, n)
+), dir AS (
+    SELECT req.*, (SELECT d.load_month FROM load_months d WHERE d.load_id = req.load_id) AS dir_month
+    FROM req OFFSET 0
 ), cur AS (
-    SELECT req.i, req.load_id, req.expected, req.created_at, d.load_month AS dir_month,
-           coalesce(d.load_month,
+    SELECT dir.i, dir.load_id, dir.expected, dir.created_at, dir.dir_month,
+           coalesce(dir.dir_month,
                     (SELECT date_trunc('month', e.recorded_at AT TIME ZONE 'UTC')::date FROM ent e
-                     WHERE e.li = req.i ORDER BY e.n LIMIT 1)) AS month,
+                     WHERE e.li = dir.i ORDER BY e.n LIMIT 1)) AS month,
            (SELECT coalesce(max(seq), 0)::int8 FROM log_entries l
-            WHERE l.load_id = req.load_id AND l.load_month = d.load_month) AS v,
+            WHERE l.load_id = dir.load_id AND l.load_month = dir.dir_month) AS v,
            (SELECT e.entry_id FROM ent e
-            WHERE e.li = req.i
-              AND EXISTS (SELECT 1 FROM log_entries l WHERE l.load_id = req.load_id AND l.entry_id = e.entry_id
-                          AND l.load_month = d.load_month OFFSET 0)
+            WHERE e.li = dir.i
+              AND EXISTS (SELECT 1 FROM log_entries l WHERE l.load_id = dir.load_id AND l.entry_id = e.entry_id
+                          AND l.load_month = dir.dir_month OFFSET 0)
             ORDER BY e.n LIMIT 1) AS dup_entry,
            (SELECT o.id FROM obx o
-            WHERE o.li = req.i AND EXISTS (SELECT 1 FROM outbox x WHERE x.id = o.id OFFSET 0)
+            WHERE o.li = dir.i AND EXISTS (SELECT 1 FROM outbox x WHERE x.id = o.id OFFSET 0)
             ORDER BY o.n LIMIT 1) AS dup_key
-    FROM req LEFT JOIN load_months d ON d.load_id = req.load_id
+    FROM dir
 ), ok AS (
     SELECT * FROM cur WHERE v = expected AND dup_entry IS NULL AND dup_key IS NULL
 ), dir_rows AS (
@@ -580,6 +588,22 @@ impl EventStore for PgStore {
         let mut loads = std::collections::HashSet::new();
         let distinct =
             encoded.iter().filter_map(|r| r.as_ref().ok()).all(|r| loads.insert(r.load_id.as_str()));
+        let valid: Vec<&EncodedAppend> = encoded.iter().filter_map(|r| r.as_ref().ok()).collect();
+        if let [only] = valid.as_slice() {
+            // One load (a batch the group commit took alone): its append is one statement in
+            // its own transaction, where a transaction around it would cost two more round
+            // trips (`BEGIN`, `COMMIT`) with the transaction held open between them.
+            let mut outcome = Some(self.append_one(only).await);
+            return encoded
+                .iter()
+                .map(|r| match r {
+                    Err(e) => Err(copy_refusal(e)),
+                    Ok(_) => outcome.take().unwrap_or_else(|| {
+                        Err(AppendError::Store(StoreError::Commit("the batch append lost an outcome".into())))
+                    }),
+                })
+                .collect();
+        }
         let fast = if distinct && loads.len() > 1 {
             self.append_batch_one_statement(&encoded).await
         } else {

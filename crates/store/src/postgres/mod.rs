@@ -105,6 +105,10 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.acquire_timeout)
+            // No ping before each use: it cost every statement a second round trip. A
+            // connection that broke (Postgres restarted) fails its next statement instead, is
+            // closed by the pool, and the caller's retry gets a new one (tests/outage.rs).
+            .test_before_acquire(false)
             .connect_with(connect.clone().options([("plan_cache_mode", "force_generic_plan")]))
             .await?;
         MIGRATOR.run(&pool).await?;
