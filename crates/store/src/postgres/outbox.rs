@@ -24,12 +24,7 @@ use crate::outbox::{ClaimedRow, DispatchedMark, NextAttempt, Outbox, OutboxRowVi
 /// the picking subquery was planned (generic plan, `LIMIT $3` unknown) as a hash join over the
 /// whole outbox, a claim that grew with the table (docs/performance.md, "Partitioned store").
 /// `OFFSET 0` keeps the per-load order check a sub-plan run for each candidate (an index probe
-/// per partition), never a join over every pending row, whatever the statistics say. The check
-/// skips the days after the candidate's (`e.created_at <= c.created_at + 1 day`, pruned per
-/// candidate): an earlier row of the load was written by an append that committed before the
-/// candidate's append ran, so its `created_at` is not later, unless the clocks of two service
-/// instances differ by a day. Without it every candidate probed the days made ahead
-/// (`lifecycle.days_ahead`, 7), which hold nothing.
+/// per partition), never a join over every pending row, whatever the statistics say.
 const CLAIM: &str = r#"
 WITH picked AS (
     SELECT array_agg(s.id) AS ids, array_agg(s.created_at) AS created FROM (
@@ -41,7 +36,6 @@ WITH picked AS (
               SELECT 1 FROM outbox AS e
               WHERE e.load_id = c.load_id AND e.destination = c.destination AND e.status = 'pending'
                 AND (e.load_version, e.position) < (c.load_version, c.position)
-                AND e.created_at <= c.created_at + interval '1 day'
               OFFSET 0)
         ORDER BY c.position
         LIMIT $3
