@@ -335,11 +335,13 @@ mod tests {
 
     use super::*;
 
-    /// The SQLite store, counting the batches and single appends that reach it.
+    /// The SQLite store, counting the batches (recorded as they start) and single appends that
+    /// reach it; with a gate, each batch then waits for a permit.
     struct Counting {
         store: SqliteStore,
         batches: Mutex<Vec<usize>>,
         singles: AtomicUsize,
+        gate: Option<tokio::sync::Semaphore>,
     }
 
     #[async_trait]
@@ -363,6 +365,12 @@ mod tests {
         }
         async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
             self.batches.lock().expect("batches").push(requests.len());
+            if let Some(gate) = &self.gate {
+                match gate.acquire().await {
+                    Ok(permit) => permit.forget(),
+                    Err(_) => return Vec::new(),
+                }
+            }
             self.store.append_batch(requests).await
         }
         async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
@@ -374,8 +382,12 @@ mod tests {
     }
 
     async fn counting() -> Arc<Counting> {
+        counting_with(None).await
+    }
+
+    async fn counting_with(gate: Option<tokio::sync::Semaphore>) -> Arc<Counting> {
         let store = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite");
-        Arc::new(Counting { store, batches: Mutex::new(Vec::new()), singles: AtomicUsize::new(0) })
+        Arc::new(Counting { store, batches: Mutex::new(Vec::new()), singles: AtomicUsize::new(0), gate })
     }
 
     fn sms(load: &str, id: &str) -> LogEntry {
@@ -452,53 +464,10 @@ mod tests {
         assert_eq!(*inner.batches.lock().expect("batches"), vec![2, 2]);
     }
 
-    /// The SQLite store behind a gate: each batch is recorded when it starts, then waits for a
-    /// permit.
-    struct Gated {
-        store: SqliteStore,
-        started: Mutex<Vec<usize>>,
-        gate: tokio::sync::Semaphore,
-    }
-
-    #[async_trait]
-    impl EventStore for Gated {
-        async fn read(&self, load_id: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
-            self.store.read(load_id).await
-        }
-        async fn read_since(&self, load_id: &str, v: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
-            self.store.read_since(load_id, v).await
-        }
-        async fn append_summarized(
-            &self,
-            load_id: &str,
-            entries: &[LogEntry],
-            expected_version: u64,
-            outbox: &[NewOutboxRow],
-            summary: Option<&LoadSummary>,
-        ) -> Result<u64, AppendError> {
-            self.store.append_summarized(load_id, entries, expected_version, outbox, summary).await
-        }
-        async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
-            self.started.lock().expect("started").push(requests.len());
-            match self.gate.acquire().await {
-                Ok(permit) => permit.forget(),
-                Err(_) => return Vec::new(),
-            }
-            self.store.append_batch(requests).await
-        }
-        async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
-            self.store.llm_cost(load_id).await
-        }
-        async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError> {
-            self.store.load_ids(limit).await
-        }
-    }
-
     #[tokio::test]
     async fn beside_a_running_batch_a_second_starts_only_once_enough_requests_wait() {
-        let store = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite");
-        let inner =
-            Arc::new(Gated { store, started: Mutex::new(Vec::new()), gate: tokio::sync::Semaphore::new(0) });
+        let inner = counting_with(Some(tokio::sync::Semaphore::new(0))).await;
+        let gate = inner.gate.as_ref().expect("a gate");
         let config = GroupCommitConfig { window: Duration::ZERO, max_batch: 8, committers: 4 };
         assert_eq!(config.parallel_from(), 2);
         let group = GroupCommit::new(inner.clone(), config);
@@ -509,25 +478,25 @@ mod tests {
         let settle = || tokio::time::sleep(Duration::from_millis(50));
         let a = append("A");
         settle().await;
-        assert_eq!(*inner.started.lock().expect("started"), vec![1], "A's batch runs (held at the gate)");
+        assert_eq!(*inner.batches.lock().expect("batches"), vec![1], "A's batch runs (held at the gate)");
         let b = append("B");
         settle().await;
         assert_eq!(
-            *inner.started.lock().expect("started"),
+            *inner.batches.lock().expect("batches"),
             vec![1],
             "one request waits for the running batch instead of a batch of its own beside it"
         );
         let c = append("C");
         settle().await;
-        assert_eq!(*inner.started.lock().expect("started"), vec![1, 2], "two waiting: B and C go together");
-        inner.gate.add_permits(2);
+        assert_eq!(*inner.batches.lock().expect("batches"), vec![1, 2], "two waiting: B and C go together");
+        gate.add_permits(2);
         for run in [a, b, c] {
             assert_eq!(run.await.expect("run").expect("append"), 1);
         }
         // All committers have left; a later request starts one again and is answered.
-        inner.gate.add_permits(1);
+        gate.add_permits(1);
         assert_eq!(append("D").await.expect("run").expect("append"), 1);
-        assert_eq!(*inner.started.lock().expect("started"), vec![1, 2, 1]);
+        assert_eq!(*inner.batches.lock().expect("batches"), vec![1, 2, 1]);
     }
 
     #[tokio::test]
