@@ -156,7 +156,7 @@ struct CommitterSlot {
     inner: Arc<Inner>,
     /// Still counted in `committers` (a committer that left the queue under its lock is not).
     alive: bool,
-    /// Counted in `busy`.
+    /// Counted in `busy` (from taking a batch until it takes the next or leaves).
     busy: bool,
 }
 
@@ -198,6 +198,13 @@ async fn commit_batches(inner: Arc<Inner>) {
         }
         let batch: Vec<Pending> = {
             let mut queue = inner.queue();
+            // The previous batch ends here, in the same critical section as the next is taken:
+            // a request queued in between must not see no batch running and start a committer
+            // beside this one.
+            if slot.busy {
+                queue.busy -= 1;
+                slot.busy = false;
+            }
             if !queue.may_take(parallel_from) {
                 queue.committers -= 1;
                 slot.alive = false;
@@ -233,8 +240,6 @@ async fn commit_batches(inner: Arc<Inner>) {
             // A run that stopped waiting (cancelled) drops its receiver; its append stands.
             let _ = reply.send(result);
         }
-        inner.queue().busy -= 1;
-        slot.busy = false;
     }
 }
 
