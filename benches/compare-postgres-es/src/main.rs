@@ -53,12 +53,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use cqrs_es::event_sink::EventSink;
 use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
 use cqrs_es::{Aggregate, DomainEvent};
-use load_agent_domain::{LoadSummary, LogEntry};
+use load_agent_domain::LogEntry;
 use load_agent_runtime::{GroupCommit, GroupCommitConfig};
-use load_agent_store::{
-    AppendError, AppendRequest, EventStore, NewOutboxRow, PgStore, StoreError, StoreOptions,
-};
-use load_agent_testkit::store::agent_append;
+use load_agent_store::{AppendError, AppendRequest, EventStore, PgStore, StoreOptions};
+use load_agent_testkit::store::{Intercept, Intercepted, agent_append};
 use postgres_es::PostgresEventRepository;
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -293,46 +291,28 @@ async fn run_postgres_es(args: &Args, schema: &str) -> Result<Report, Error> {
 /// The store under GroupCommit, timing what reaches it: batches, loads per batch and the time
 /// of each `append_batch` (one statement and its commit), so a run shows where an append's
 /// latency goes (the batch's statement, or waiting for a committer).
+#[derive(Default)]
 struct Timed {
-    store: PgStore,
     batches: AtomicU64,
     loads: AtomicU64,
     busy_us: AtomicU64,
 }
 
 #[async_trait::async_trait]
-impl EventStore for Timed {
-    async fn read(&self, load_id: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
-        self.store.read(load_id).await
-    }
-    async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
-        self.store.read_since(load_id, version).await
-    }
-    async fn append_summarized(
+impl Intercept for Timed {
+    async fn append_batch(
         &self,
-        load_id: &str,
-        entries: &[LogEntry],
-        expected_version: u64,
-        outbox: &[NewOutboxRow],
-        summary: Option<&LoadSummary>,
-    ) -> Result<u64, AppendError> {
-        self.store.append_summarized(load_id, entries, expected_version, outbox, summary).await
-    }
-    async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
+        inner: &dyn EventStore,
+        requests: Vec<AppendRequest>,
+    ) -> Vec<Result<u64, AppendError>> {
         let started = Instant::now();
         let n = requests.len() as u64;
-        let results = self.store.append_batch(requests).await;
+        let results = inner.append_batch(requests).await;
         let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.loads.fetch_add(n, Ordering::Relaxed);
         self.busy_us.fetch_add(us, Ordering::Relaxed);
         results
-    }
-    async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
-        self.store.llm_cost(load_id).await
-    }
-    async fn load_ids(&self, limit: usize) -> Result<Vec<String>, StoreError> {
-        self.store.load_ids(limit).await
     }
 }
 
@@ -358,18 +338,14 @@ async fn run_load_agent(args: &Args, schema: &str, grouped: bool) -> Result<Repo
     let options =
         StoreOptions { max_connections: u32::try_from(args.writers)?.max(2), ..StoreOptions::default() };
     let pg = PgStore::connect_in_schema_with(&args.url, schema, &options).await?;
-    let timed = Arc::new(Timed {
-        store: pg.clone(),
-        batches: AtomicU64::new(0),
-        loads: AtomicU64::new(0),
-        busy_us: AtomicU64::new(0),
-    });
+    let timed = Arc::new(Intercepted::new(Arc::new(pg.clone()), Timed::default()));
     let (name, store): (_, Arc<dyn EventStore>) = if grouped {
         ("load-agent GroupCommit", Arc::new(GroupCommit::new(timed.clone(), args.group)))
     } else {
         ("load-agent PgStore", Arc::new(pg.clone()))
     };
     let report = measure(name, args, |w, window| store_writer(store.clone(), w, window)).await;
+    let timed = &timed.hook;
     let batches = timed.batches.load(Ordering::Relaxed);
     if batches > 0 {
         let loads = timed.loads.load(Ordering::Relaxed) as f64;

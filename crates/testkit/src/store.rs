@@ -129,6 +129,15 @@ pub trait Intercept: Send + Sync {
     ) -> Result<u64, AppendError> {
         inner.append_summarized(load_id, entries, expected_version, outbox, summary).await
     }
+
+    /// A batch of appends (the group commit's); `inner` is the wrapped store.
+    async fn append_batch(
+        &self,
+        inner: &dyn EventStore,
+        requests: Vec<AppendRequest>,
+    ) -> Vec<Result<u64, AppendError>> {
+        inner.append_batch(requests).await
+    }
 }
 
 /// An event store that forwards every call to `inner`, letting `hook` ([`Intercept`]) count
@@ -170,7 +179,7 @@ impl<I: Intercept> EventStore for Intercepted<I> {
             .await
     }
     async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>> {
-        self.inner.append_batch(requests).await
+        self.hook.append_batch(self.inner.as_ref(), requests).await
     }
     async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
         self.inner.llm_cost(load_id).await
