@@ -301,8 +301,9 @@ impl EventStore for GroupCommit {
             if queue.pending.len() >= config.max_batch {
                 self.inner.full.notify_one();
             }
-            let start = queue.committers == 0
-                || (queue.committers < config.committers && queue.may_take(config.parallel_from()));
+            // With no committer alive no batch runs, so `may_take` holds for the request just
+            // queued: the first request always starts one.
+            let start = queue.committers < config.committers && queue.may_take(config.parallel_from());
             if start {
                 queue.committers += 1;
             }

@@ -96,7 +96,7 @@ SELECT cur.v, dup_entry.id, dup_key.id, dir.m FROM cur, dup_entry, dup_key, dir
 /// Each load's directory row is read by a sub-plan per load (`dir`, a primary-key probe). As a
 /// join, a generic plan made while `load_months` was small hashed the batch and scanned the
 /// whole directory on every batch: a cost that grew with the number of loads ever seen
-/// (docs/capacity.md, "Against postgres-es").
+/// (docs/capacity.md, "What the group commit was waiting for").
 const APPEND_LOADS: &str = r#"
 WITH req AS (
     SELECT r.load_id, r.expected, r.created_at, r.i
@@ -441,21 +441,12 @@ impl PgStore {
         requests: &[Result<EncodedAppend, AppendError>],
     ) -> Result<Option<Vec<Result<u64, AppendError>>>, sqlx::Error> {
         let valid: Vec<&EncodedAppend> = requests.iter().filter_map(|r| r.as_ref().ok()).collect();
-        let mut outcomes = match run_append_loads(&self.pool, &valid).await {
+        let outcomes = match run_append_loads(&self.pool, &valid).await {
             Ok(outcomes) => outcomes.into_iter(),
             Err(e) if unique_violation(&e).is_some() => return Ok(None),
             Err(e) => return Err(e),
         };
-        let mut results = Vec::with_capacity(requests.len());
-        for req in requests {
-            results.push(match req {
-                Err(e) => Err(copy_refusal(e)),
-                Ok(_) => outcomes.next().unwrap_or_else(|| {
-                    Err(AppendError::Store(StoreError::Commit("the batch append lost an outcome".into())))
-                }),
-            });
-        }
-        Ok(Some(results))
+        Ok(Some(in_request_order(requests, outcomes)))
     }
 
     /// The fast path of a batch: the statements back to back in one transaction. `None` when a
@@ -530,6 +521,23 @@ impl PgStore {
     }
 }
 
+/// The results of a batch in request order: a request refused before any statement keeps its
+/// refusal; each other takes the next of `outcomes` (the valid requests' outcomes, in order).
+fn in_request_order(
+    requests: &[Result<EncodedAppend, AppendError>],
+    mut outcomes: impl Iterator<Item = Result<u64, AppendError>>,
+) -> Vec<Result<u64, AppendError>> {
+    requests
+        .iter()
+        .map(|req| match req {
+            Err(e) => Err(copy_refusal(e)),
+            Ok(_) => outcomes.next().unwrap_or_else(|| {
+                Err(AppendError::Store(StoreError::Commit("the batch append lost an outcome".into())))
+            }),
+        })
+        .collect()
+}
+
 fn store_error_for_all(n: usize, e: &sqlx::Error) -> Vec<Result<u64, AppendError>> {
     (0..n).map(|_| Err(AppendError::Store(StoreError::Commit(e.to_string())))).collect()
 }
@@ -585,25 +593,16 @@ impl EventStore for PgStore {
             .collect();
         // Different loads (the group commit's batches): one statement. A load twice in the
         // batch must see its earlier request, so such a batch runs its statements in order.
-        let mut loads = std::collections::HashSet::new();
-        let distinct =
-            encoded.iter().filter_map(|r| r.as_ref().ok()).all(|r| loads.insert(r.load_id.as_str()));
         let valid: Vec<&EncodedAppend> = encoded.iter().filter_map(|r| r.as_ref().ok()).collect();
         if let [only] = valid.as_slice() {
             // One load (a batch the group commit took alone): its append is one statement in
             // its own transaction, where a transaction around it would cost two more round
             // trips (`BEGIN`, `COMMIT`) with the transaction held open between them.
-            let mut outcome = Some(self.append_one(only).await);
-            return encoded
-                .iter()
-                .map(|r| match r {
-                    Err(e) => Err(copy_refusal(e)),
-                    Ok(_) => outcome.take().unwrap_or_else(|| {
-                        Err(AppendError::Store(StoreError::Commit("the batch append lost an outcome".into())))
-                    }),
-                })
-                .collect();
+            let outcome = self.append_one(only).await;
+            return in_request_order(&encoded, std::iter::once(outcome));
         }
+        let mut loads = std::collections::HashSet::new();
+        let distinct = valid.iter().all(|r| loads.insert(r.load_id.as_str()));
         let fast = if distinct && loads.len() > 1 {
             self.append_batch_one_statement(&encoded).await
         } else {
