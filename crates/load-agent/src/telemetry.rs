@@ -41,8 +41,12 @@ pub fn init_metrics() -> Result<PrometheusHandle, String> {
     Ok(handle)
 }
 
-/// Gauge: age of the oldest pending outbox row, in seconds (sampled from the store).
+/// Gauge: age of the oldest pending outbox row, in seconds (sampled from the store): the
+/// backlog, rows deferred by a send limit included.
 pub const OUTBOX_OLDEST_PENDING_SECONDS: &str = "load_agent_outbox_oldest_pending_seconds";
+/// Gauge: the relay's lag, in seconds (`Outbox::relay_lag`): how long the longest-waiting
+/// undelivered row has waited, leaving out a send limit's deferrals (sampled from the store).
+pub const OUTBOX_RELAY_LAG_SECONDS: &str = "load_agent_outbox_relay_lag_seconds";
 /// Gauge: outbox rows that died in the last hour (sampled from the store).
 pub const OUTBOX_DEAD_ROWS_LAST_HOUR: &str = "load_agent_outbox_dead_rows_last_hour";
 /// Gauge: how late the oldest due timer is now, in seconds (sampled from the store). How late
@@ -57,7 +61,11 @@ pub const RETENTION_FAILURES_TOTAL: &str = "load_agent_retention_failures_total"
 /// docs/operations.md): a name ending in `_total` is a counter, any other a gauge. Histograms
 /// and the other counters appear with their first observation.
 pub const METRICS: &[(&str, &str)] = &[
-    (OUTBOX_OLDEST_PENDING_SECONDS, "Age of the oldest pending outbox row."),
+    (OUTBOX_OLDEST_PENDING_SECONDS, "Age of the oldest pending outbox row, deferred rows included."),
+    (
+        OUTBOX_RELAY_LAG_SECONDS,
+        "How long the longest-waiting undelivered outbox row has waited, send-limit deferrals left out.",
+    ),
     (OUTBOX_DEAD_ROWS_LAST_HOUR, "Outbox rows that died in the last hour."),
     (runtime::DEAD_ROWS_TOTAL, "Outbox rows given up (dead), by destination."),
     (TIMER_LAG_SECONDS, "How late the oldest due timer is."),
@@ -114,6 +122,9 @@ pub async fn sample_store_gauges(
         let now = Utc::now();
         if let Ok(age) = stores.outbox.oldest_pending_age(now).await {
             metrics::gauge!(OUTBOX_OLDEST_PENDING_SECONDS).set(age.map_or(0.0, |d| d.as_secs_f64()));
+        }
+        if let Ok(lag) = stores.outbox.relay_lag(now).await {
+            metrics::gauge!(OUTBOX_RELAY_LAG_SECONDS).set(lag.map_or(0.0, |d| d.as_secs_f64()));
         }
         if let Ok(n) = stores.outbox.dead_since(now - chrono::Duration::hours(1)).await {
             metrics::gauge!(OUTBOX_DEAD_ROWS_LAST_HOUR).set(n as f64);

@@ -126,6 +126,7 @@ async fn serve_in_production_mode_decides_from_kafka_and_publishes_actions() {
     assert_eq!(status, 200);
     for name in [
         "load_agent_outbox_oldest_pending_seconds",
+        "load_agent_outbox_relay_lag_seconds",
         "load_agent_outbox_dead_rows_last_hour",
         "load_agent_timer_lag_seconds",
         "load_agent_conflicts_total",

@@ -16,6 +16,9 @@ use crate::error::{ClaimError, StaleClaimError, StoreError};
 /// The default claim lease (ADR 0003).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(90);
 
+/// How many waiting rows [`Outbox::relay_lag`] looks at (the relay's next ones).
+pub const DUE_ROWS_EXAMINED: u32 = 1000;
+
 /// An outbox row to write with an append.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewOutboxRow {
@@ -176,8 +179,20 @@ pub trait Outbox: Send + Sync {
     /// without a round trip, and its batch mark checks the token; see `runtime/src/relay.rs`.)
     async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError>;
 
-    /// Age of the oldest pending row (by insertion order), `None` when nothing is pending.
+    /// Age of the oldest pending row (by insertion order), `None` when nothing is pending. Rows
+    /// deferred on purpose (a retry's backoff, a send limit) count: this is the backlog's age,
+    /// not the relay's lag (see [`relay_lag`](Self::relay_lag)).
     async fn oldest_pending_age(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError>;
+
+    /// The relay's lag: how long the longest-waiting undelivered row has waited, leaving out the
+    /// waits the agent chose. A row deferred without a failed attempt (a send limit: `attempts`
+    /// 0, `retry_at` ahead) is not late, nor are the rows of its load and destination queued
+    /// behind it (the claim's per-load order); once its `retry_at` passes it waits from then. A
+    /// row that failed and waits out its backoff counts from its creation: delivery is failing.
+    /// Claimed rows count (not delivered yet). `None` when no row waits. Looks at the first
+    /// [`DUE_ROWS_EXAMINED`] such rows in insertion order (the rows the relay takes next), so
+    /// its cost does not grow with the backlog.
+    async fn relay_lag(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError>;
 
     /// Number of rows that died at or after `since`.
     async fn dead_since(&self, since: DateTime<Utc>) -> Result<u64, StoreError>;
@@ -283,6 +298,11 @@ pub trait DelegatingOutbox: Send + Sync {
         self.inner().oldest_pending_age(now).await
     }
 
+    /// See [`Outbox::relay_lag`].
+    async fn relay_lag(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError> {
+        self.inner().relay_lag(now).await
+    }
+
     /// See [`Outbox::dead_since`].
     async fn dead_since(&self, since: DateTime<Utc>) -> Result<u64, StoreError> {
         self.inner().dead_since(since).await
@@ -347,6 +367,10 @@ impl<T: DelegatingOutbox> Outbox for T {
 
     async fn oldest_pending_age(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError> {
         DelegatingOutbox::oldest_pending_age(self, now).await
+    }
+
+    async fn relay_lag(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError> {
+        DelegatingOutbox::relay_lag(self, now).await
     }
 
     async fn dead_since(&self, since: DateTime<Utc>) -> Result<u64, StoreError> {

@@ -13,7 +13,9 @@ use uuid::Uuid;
 use super::PgStore;
 use crate::codec::{age, decode_action, decode_destination, decode_status, limit_i64, to_u32, to_u64};
 use crate::error::{ClaimError, StaleClaimError, StoreError};
-use crate::outbox::{ClaimedRow, DispatchedMark, NextAttempt, Outbox, OutboxRowView, check_distinct};
+use crate::outbox::{
+    ClaimedRow, DUE_ROWS_EXAMINED, DispatchedMark, NextAttempt, Outbox, OutboxRowView, check_distinct,
+};
 
 /// Claims the first due rows in insertion order. A row is due when pending, past its
 /// `retry_at` and without a live lease, and only when no earlier pending row of its load and
@@ -68,6 +70,27 @@ RETURNING o.id
 /// day partition, which Postgres prunes to when the plan starts: a mark opens one partition, not
 /// every day's primary key.
 const HELD: &str = "id = $1 AND claim_token = $2 AND created_at = $3 AND status = 'pending'";
+
+/// The relay's lag ([`Outbox::relay_lag`]): among the first waiting rows in insertion order (the
+/// claim's per-load order, no lease test: a claimed row is not delivered yet; a row deferred
+/// without a failure is not waiting until its `retry_at`), the earliest start of a wait: a row
+/// never failed waits from the later of `created_at` and `retry_at`, a failing one from
+/// `created_at`. `$2` is [`DUE_ROWS_EXAMINED`].
+const RELAY_LAG: &str = r#"
+SELECT min(CASE WHEN d.attempts = 0 THEN greatest(d.created_at, coalesce(d.retry_at, d.created_at))
+                ELSE d.created_at END) FROM (
+    SELECT c.created_at, c.retry_at, c.attempts FROM outbox AS c
+    WHERE c.status = 'pending'
+      AND (c.attempts > 0 OR c.retry_at IS NULL OR c.retry_at <= $1)
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox AS e
+          WHERE e.load_id = c.load_id AND e.destination = c.destination AND e.status = 'pending'
+            AND (e.load_version, e.position) < (c.load_version, c.position)
+          OFFSET 0)
+    ORDER BY c.position
+    LIMIT $2
+) AS d
+"#;
 
 /// A claimed row's `created_at`, for a claim this store did not make (or no longer remembers).
 const CLAIMED_AT: &str =
@@ -297,6 +320,15 @@ impl Outbox for PgStore {
         .fetch_optional(&self.pool)
         .await?;
         Ok(oldest.map(|t| age(now, t)))
+    }
+
+    async fn relay_lag(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError> {
+        let since: Option<DateTime<Utc>> = sqlx::query_scalar(RELAY_LAG)
+            .bind(now)
+            .bind(i64::from(DUE_ROWS_EXAMINED))
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(since.map(|t| age(now, t)))
     }
 
     async fn dead_since(&self, since: DateTime<Utc>) -> Result<u64, StoreError> {

@@ -17,7 +17,9 @@ use crate::codec::{
     parse_sqlite_time_opt, sqlite_time, to_u32, to_u64,
 };
 use crate::error::{ClaimError, StaleClaimError, StoreError};
-use crate::outbox::{ClaimedRow, DispatchedMark, NextAttempt, Outbox, OutboxRowView, check_distinct};
+use crate::outbox::{
+    ClaimedRow, DUE_ROWS_EXAMINED, DispatchedMark, NextAttempt, Outbox, OutboxRowView, check_distinct,
+};
 
 /// The due rows, in insertion order, under the same rules as the Postgres claim (see
 /// `postgres/outbox.rs`): pending, past `retry_at`, no live lease, and no earlier pending row
@@ -33,6 +35,23 @@ WHERE c.status = 'pending'
         AND (e.load_version, e.position) < (c.load_version, c.position))
 ORDER BY c.position
 LIMIT ?2
+"#;
+
+/// The relay's lag ([`Outbox::relay_lag`]), by the Postgres store's rules (`postgres/outbox.rs`,
+/// `RELAY_LAG`); times are stored as fixed-width text, so text order is time order.
+const RELAY_LAG: &str = r#"
+SELECT min(CASE WHEN d.attempts = 0 THEN max(d.created_at, coalesce(d.retry_at, d.created_at))
+                ELSE d.created_at END) FROM (
+    SELECT c.created_at, c.retry_at, c.attempts FROM outbox AS c
+    WHERE c.status = 'pending'
+      AND (c.attempts > 0 OR c.retry_at IS NULL OR c.retry_at <= ?1)
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox AS e
+          WHERE e.load_id = c.load_id AND e.destination = c.destination AND e.status = 'pending'
+            AND (e.load_version, e.position) < (c.load_version, c.position))
+    ORDER BY c.position
+    LIMIT ?2
+) AS d
 "#;
 
 const CLAIM_ONE: &str = "UPDATE outbox SET claim_token = ?2, lease_until = ?3, \
@@ -270,6 +289,15 @@ impl Outbox for SqliteStore {
         .fetch_optional(&self.readers)
         .await?;
         Ok(parse_sqlite_time_opt("outbox.created_at", oldest)?.map(|t| age(now, t)))
+    }
+
+    async fn relay_lag(&self, now: DateTime<Utc>) -> Result<Option<Duration>, StoreError> {
+        let since: Option<String> = sqlx::query_scalar(RELAY_LAG)
+            .bind(sqlite_time(now))
+            .bind(i64::from(DUE_ROWS_EXAMINED))
+            .fetch_one(&self.readers)
+            .await?;
+        Ok(parse_sqlite_time_opt("outbox.retry_at", since)?.map(|t| age(now, t)))
     }
 
     async fn dead_since(&self, since: DateTime<Utc>) -> Result<u64, StoreError> {

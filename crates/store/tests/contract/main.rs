@@ -67,6 +67,7 @@ contract!(
     outbox::deferral_does_not_count_an_attempt,
     outbox::rows_of_a_load_go_out_in_commit_order_per_destination,
     outbox::monitoring_queries_and_rows_for_load,
+    outbox::the_relay_lag_leaves_out_chosen_waits,
     outbox::a_batch_mark_marks_the_held_rows_and_reports_a_lost_claim_stale,
     outbox::an_empty_or_repeating_batch_mark_marks_nothing,
     timers::schedule_is_idempotent,

@@ -238,6 +238,64 @@ pub async fn rows_of_a_load_go_out_in_commit_order_per_destination<H: StoreHarne
     assert_eq!(ids(&outbox.pending(10, t(300)).await.expect("claim")), ["a2_sms_b"]);
 }
 
+/// The relay's lag leaves out the waits the agent chose: a row deferred by a send limit (no
+/// failed attempt) and the rows queued behind it are backlog, not lag, until its `retry_at`; a
+/// claimed row still counts; a failing row waiting out its backoff counts from its creation.
+pub async fn the_relay_lag_leaves_out_chosen_waits<H: StoreHarness>(h: &H) {
+    let (events, outbox) = (&h.stores().events, &h.stores().outbox);
+    assert_eq!(outbox.relay_lag(t(0)).await.expect("lag"), None);
+    let (entries, _) = step("L1", 0); // the decision, so created_at, is at t(1)
+    let rows = [
+        row("L1", "s1", Destination::Sms, 2),
+        row("L1", "s2", Destination::Sms, 2),
+        row("L1", "e1", Destination::Email, 2),
+    ];
+    events.append("L1", &entries, 0, &rows).await.expect("append");
+    assert_eq!(outbox.relay_lag(t(11)).await.expect("lag"), Some(Duration::from_secs(10)));
+    assert_eq!(outbox.relay_lag(t(0)).await.expect("lag"), Some(Duration::ZERO), "clamped at zero");
+
+    let claimed = outbox.pending(10, t(11)).await.expect("claim");
+    assert_eq!(ids(&claimed), ["s1", "e1"]);
+    assert_eq!(
+        outbox.relay_lag(t(21)).await.expect("lag"),
+        Some(Duration::from_secs(20)),
+        "claimed, not delivered"
+    );
+    let token = |id: &str| claimed.iter().find(|c| c.id == id).map(|c| c.claim_token).expect("claimed");
+    outbox.mark_dispatched("e1", token("e1"), "r", t(21)).await.expect("mark");
+    outbox.mark_deferred("s1", token("s1"), t(600), t(21)).await.expect("defer");
+    // s1 waits out its send limit and s2 waits behind it: nothing is late, all is backlog.
+    assert_eq!(outbox.relay_lag(t(31)).await.expect("lag"), None);
+    assert_eq!(outbox.oldest_pending_age(t(31)).await.expect("age"), Some(Duration::from_secs(30)));
+
+    let (entries, rows2) = step("L2", 2); // at t(121)
+    events.append("L2", &entries, 0, &rows2).await.expect("append");
+    assert_eq!(outbox.relay_lag(t(131)).await.expect("lag"), Some(Duration::from_secs(10)));
+    let claimed = outbox.pending(10, t(131)).await.expect("claim");
+    assert!(claimed.iter().all(|c| c.load_id == "L2"), "L1's rows are deferred or behind a deferred one");
+    let (failing, rest) = claimed.split_first().expect("L2's rows");
+    outbox
+        .mark_failed(&failing.id, failing.claim_token, "503", NextAttempt::RetryAt(t(900)), t(131))
+        .await
+        .expect("fail");
+    for c in rest {
+        outbox.mark_dispatched(&c.id, c.claim_token, "r", t(131)).await.expect("mark");
+    }
+    assert_eq!(
+        outbox.relay_lag(t(141)).await.expect("lag"),
+        Some(Duration::from_secs(20)),
+        "failing: from creation"
+    );
+    let again = outbox.pending(10, t(900)).await.expect("claim");
+    let retried = again.iter().find(|c| c.id == failing.id).expect("the failed row is due again");
+    outbox.mark_dispatched(&retried.id, retried.claim_token, "r", t(900)).await.expect("mark");
+    for c in again.iter().filter(|c| c.id != failing.id) {
+        outbox.mark_deferred(&c.id, c.claim_token, t(1000), t(900)).await.expect("defer again");
+    }
+    assert_eq!(outbox.relay_lag(t(999)).await.expect("lag"), None);
+    assert_eq!(outbox.relay_lag(t(1010)).await.expect("lag"), Some(Duration::from_secs(10)), "from retry_at");
+}
+
 pub async fn monitoring_queries_and_rows_for_load<H: StoreHarness>(h: &H) {
     let (events, outbox) = (&h.stores().events, &h.stores().outbox);
     assert_eq!(outbox.oldest_pending_age(t(0)).await.expect("age"), None);

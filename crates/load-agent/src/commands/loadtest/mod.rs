@@ -126,8 +126,12 @@ pub struct Report {
     pub started_at: DateTime<Utc>,
     pub registration_secs: f64,
     pub window: WindowFigures,
-    /// Age of the oldest pending outbox row, sampled each second (real ms).
+    /// The relay's lag (`Outbox::relay_lag`: the longest wait of an undelivered row, a send
+    /// limit's deferrals left out), sampled each second (real ms).
     pub relay_lag_ms: Latency,
+    /// Age of the oldest pending outbox row, deferred rows included (the backlog), sampled each
+    /// second (real ms).
+    pub oldest_pending_ms: Latency,
     /// Kafka mode: the broker's own produce → consume latency with the service's client
     /// settings, measured beside the service in the same window (`load_agent_kafka::floor`).
     pub broker_floor_ms: Option<Latency>,
@@ -305,6 +309,7 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> Result<(), CliErr
         registration_secs,
         window: window.clone(),
         relay_lag_ms: Latency::of(lags.relay_ms),
+        oldest_pending_ms: Latency::of(lags.pending_ms),
         broker_floor_ms,
         service_added_ms,
         timer_due_lag_ms: Latency::of(lags.timer_ms),
@@ -400,10 +405,12 @@ async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
 #[derive(Debug, Default)]
 struct Lags {
     relay_ms: Vec<f64>,
+    pending_ms: Vec<f64>,
     timer_ms: Vec<f64>,
 }
 
-/// Each second: the age of the oldest pending outbox row and of the most overdue timer.
+/// Each second: the relay's lag, the age of the oldest pending outbox row and how late the most
+/// overdue timer is.
 async fn sample_lags(
     stores: Stores,
     clock: Arc<dyn Clock>,
@@ -417,8 +424,11 @@ async fn sample_lags(
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
         let now = clock.now();
+        if let Ok(lag) = stores.outbox.relay_lag(now).await {
+            lags.relay_ms.push(lag.map_or(0.0, |d| d.as_secs_f64() * 1000.0 / scale));
+        }
         if let Ok(age) = stores.outbox.oldest_pending_age(now).await {
-            lags.relay_ms.push(age.map_or(0.0, |d| d.as_secs_f64() * 1000.0 / scale));
+            lags.pending_ms.push(age.map_or(0.0, |d| d.as_secs_f64() * 1000.0 / scale));
         }
         if let Ok(lag) = stores.timers.oldest_due_lag(now).await {
             lags.timer_ms.push(lag.map_or(0.0, |d| d.as_secs_f64() * 1000.0 / scale));
@@ -496,6 +506,7 @@ fn print_summary(r: &Report) {
     l("(send-limited) → published", &w.deferred_commit_to_published_ms);
     l("timer lag (at fire)", &w.timer_lag_ms);
     l("relay lag (sampled)", &r.relay_lag_ms);
+    l("oldest pending (sampled)", &r.oldest_pending_ms);
     l("generator hand-over (ack)", &w.handover_ms);
     if let Some(f) = &r.broker_floor_ms {
         l("broker floor (same settings)", f);
