@@ -17,11 +17,29 @@ use crate::config::LogSettings;
 
 /// Installs the tracing subscriber: text or JSON, filtered by `log.level` (or `RUST_LOG`).
 pub fn init_logs(settings: &LogSettings) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&settings.level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let parse = |spec: &str| tracing_subscriber::EnvFilter::try_new(log_filter(spec));
+    let filter = std::env::var("RUST_LOG")
+        .map_err(|_| ())
+        .and_then(|spec| parse(&spec).map_err(|_| ()))
+        .or_else(|_| parse(&settings.level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter("info")));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
     let _ = if settings.format == "json" { builder.json().try_init() } else { builder.try_init() };
+}
+
+/// The filter `spec` with apache-avro's schema parser quieted to errors, unless `spec` names
+/// apache-avro itself. The parser warns at every start about the single-member unions of the
+/// registered `LogEntry` and `ActionCommand` schemas (`contact_updates`); they are part of the
+/// wire format (dropping the union changes the encoding), so the warning asks for nothing an
+/// operator can do.
+fn log_filter(spec: &str) -> String {
+    if spec.contains("apache_avro") {
+        spec.to_owned()
+    } else if spec.trim().is_empty() {
+        "apache_avro::schema=error".to_owned()
+    } else {
+        format!("{spec},apache_avro::schema=error")
+    }
 }
 
 /// Installs the Prometheus recorder and describes every metric.
@@ -181,6 +199,14 @@ mod tests {
                 (f, code.join("\n"))
             })
             .collect()
+    }
+
+    #[test]
+    fn apache_avros_schema_warning_is_quiet_unless_asked_for() {
+        assert_eq!(super::log_filter("info"), "info,apache_avro::schema=error");
+        assert_eq!(super::log_filter("debug,sqlx=warn"), "debug,sqlx=warn,apache_avro::schema=error");
+        assert_eq!(super::log_filter("info,apache_avro=debug"), "info,apache_avro=debug");
+        assert!(tracing_subscriber::EnvFilter::try_new(super::log_filter("warn")).is_ok());
     }
 
     #[test]

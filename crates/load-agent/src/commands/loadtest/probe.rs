@@ -177,6 +177,13 @@ impl Probe {
         let st = lock(&self.state);
         (st.published.len(), st.committed_rows.len())
     }
+
+    /// Of the actions not published, those the per-contact send limit deferred (they wait for
+    /// their limit's window by design, which can outlast the drain).
+    pub fn unpublished_deferred(&self) -> usize {
+        let st = lock(&self.state);
+        st.committed_rows.keys().filter(|id| st.deferred_rows.contains(*id)).count()
+    }
 }
 
 impl StageSink for Probe {
