@@ -39,6 +39,13 @@ struct State {
     published: HashMap<String, Instant>,
     /// Committed outbox rows not published yet: row id → commit instant.
     committed_rows: HashMap<String, Instant>,
+    /// Committed `timer` rows not applied yet (they are not publications, but their marks
+    /// must not look like early ones).
+    committed_timer_rows: HashSet<String>,
+    /// Rows marked dispatched before this probe heard of their commit: at saturation the relay
+    /// can claim and deliver a row between the commit and the committing task's return. Their
+    /// commit → published is not known (it is shorter than that return); they are finished.
+    dispatched_early: HashSet<String>,
     deferred_rows: HashSet<String>,
     due_timers: HashMap<String, DateTime<Utc>>,
     event_to_commit: Samples,
@@ -97,8 +104,15 @@ impl Probe {
                 st.commits.push((now, generated));
             }
         }
-        for row in rows.iter().filter(|r| r.destination != Destination::Timer) {
-            st.committed_rows.insert(row.id.clone(), now);
+        for row in rows {
+            if st.dispatched_early.remove(&row.id) {
+                continue;
+            }
+            if row.destination == Destination::Timer {
+                st.committed_timer_rows.insert(row.id.clone());
+            } else {
+                st.committed_rows.insert(row.id.clone(), now);
+            }
         }
     }
 
@@ -112,6 +126,8 @@ impl Probe {
             } else {
                 st.commit_to_published.push(sample);
             }
+        } else if !st.committed_timer_rows.remove(id) {
+            st.dispatched_early.insert(id.to_owned());
         }
     }
 
@@ -403,6 +419,37 @@ impl TimerStore for ProbedTimers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(id: &str, destination: Destination) -> NewOutboxRow {
+        let body = match destination {
+            Destination::Timer => load_agent_domain::ActionBody::CancelTimer { timer_id: id.into() },
+            _ => load_agent_domain::ActionBody::TmsNote { text: id.into() },
+        };
+        NewOutboxRow {
+            id: id.into(),
+            load_id: "L1".into(),
+            destination,
+            action: load_agent_domain::Action { key: id.into(), ask: None, body },
+            load_version: 2,
+        }
+    }
+
+    /// At saturation the relay can deliver a row before the committing task tells the probe:
+    /// that row is finished, not left "unpublished" for ever; a timer row is never counted.
+    #[test]
+    fn a_row_delivered_before_its_commit_is_heard_of_is_not_unfinished() {
+        let probe = Probe::new(1.0);
+        probe.dispatched("early");
+        probe.appended(&[], &[row("early", Destination::Tms), row("late", Destination::Tms)]);
+        probe.appended(&[], &[row("t1", Destination::Timer)]);
+        assert_eq!(probe.unfinished(), (0, 1), "only the row not delivered yet");
+        probe.dispatched("late");
+        probe.dispatched("t1");
+        assert_eq!(probe.unfinished(), (0, 0));
+        let st = lock(&probe.state);
+        assert_eq!(st.commit_to_published.len(), 1, "the early row's latency is not known");
+        assert!(st.dispatched_early.is_empty() && st.committed_timer_rows.is_empty());
+    }
 
     #[test]
     fn percentiles_are_nearest_rank() {
