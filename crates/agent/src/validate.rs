@@ -107,7 +107,7 @@ pub(crate) fn finish_actions(
     // A key already committed is a decision bug: replace the action, keep the step.
     let mut replaced = false;
     for (i, a) in actions.iter().enumerate() {
-        if ctx.state.committed_action_keys.contains(&a.key) {
+        if ctx.state.committed_action_keys.contains(a.key.as_str()) {
             let reason = format!("its key {} was already committed", a.key);
             rejections.push(format!("{}: {reason}", describe(&a.body)));
             checked[i].1 = replacement(ctx, &describe(&a.body), &reason, None);
@@ -116,7 +116,7 @@ pub(crate) fn finish_actions(
     }
     if replaced {
         actions = assign_keys(load_id, event_id, &checked);
-        actions.retain(|a| !ctx.state.committed_action_keys.contains(&a.key));
+        actions.retain(|a| !ctx.state.committed_action_keys.contains(a.key.as_str()));
     }
     (actions, rejections)
 }

@@ -6,6 +6,7 @@
 //! snapshot cache does, costs the same for a log of 10 entries and one of 5,000.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -161,10 +162,13 @@ pub struct LoadState {
     pub closed_asks: imbl::Vector<OpenAsk>,
     /// Contacts that no longer support SMS (opted out, wrong number), with the reason.
     pub sms_blocked: BTreeMap<String, String>,
-    /// Keys of every effective action committed for this load.
-    pub committed_action_keys: imbl::HashSet<String>,
+    /// Keys of every effective action committed for this load. `Arc<str>`, not `String`: a
+    /// state taken from the snapshot cache shares its sets, and the first insert into a shared
+    /// node copies the node's entries; copying an `Arc` is a count, copying a `String` an
+    /// allocation (at saturation, with a hundred events per load, that copy was what grew).
+    pub committed_action_keys: imbl::HashSet<Arc<str>>,
     /// Ids of every event in the log (the store enforces uniqueness; this is for deciding).
-    pub event_ids: imbl::HashSet<String>,
+    pub event_ids: imbl::HashSet<Arc<str>>,
     /// Number of decisions and their total LLM cost.
     pub decisions: u64,
     pub llm_cost_usd: f64,
@@ -225,7 +229,7 @@ impl LoadState {
     }
 
     fn apply_event(&mut self, event: &InboundEvent) {
-        self.event_ids.insert(event.event_id.clone());
+        self.event_ids.insert(Arc::from(event.event_id.as_str()));
         match &event.kind {
             EventKind::LoadRegistered { load: reg } => {
                 if self.load.is_none() {
@@ -255,7 +259,7 @@ impl LoadState {
             }
         }
         for a in d.effective_actions() {
-            self.committed_action_keys.insert(a.key.clone());
+            self.committed_action_keys.insert(Arc::from(a.key.as_str()));
             if matches!(a.body, ActionBody::CreateHeroTask { urgent: true, .. }) {
                 self.last_urgent_task_at = Some(d.decided_at);
             }

@@ -212,7 +212,7 @@ impl Worker {
             };
             stages::observe(Stage::Snapshot, started.elapsed());
             let started = Instant::now();
-            if state.event_ids.contains(&event.event_id) {
+            if state.event_ids.contains(event.event_id.as_str()) {
                 return self.already_logged(&event, None).await;
             }
             let prepared = match prepare_event_at(&state, event.clone(), &self.agent, self.clock.now()) {

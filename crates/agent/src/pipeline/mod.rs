@@ -74,7 +74,7 @@ pub enum Processed {
 
 /// Decides what to do about `event` given the projected `state` (which does not include it).
 pub async fn process_event(state: &LoadState, event: &InboundEvent, deps: &Deps<'_>) -> Processed {
-    if state.event_ids.contains(&event.event_id) {
+    if state.event_ids.contains(event.event_id.as_str()) {
         return Processed::AlreadyProcessed;
     }
     let Some(load) = state.load.as_ref() else {
