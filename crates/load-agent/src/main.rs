@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 /// mimalloc, not glibc's malloc: the service allocates and frees many small, short-lived values
 /// per event across threads, and at saturation glibc's malloc, free and chunk consolidation took
-/// about a third of the service's CPU (docs/capacity.md, "The allocator").
+/// about a third of the service's CPU (docs/capacity.md, "The relay's lag, the queue's walk and
+/// the test's own vacuum").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -19,10 +19,10 @@ use crate::config::LogSettings;
 pub fn init_logs(settings: &LogSettings) {
     let parse = |spec: &str| tracing_subscriber::EnvFilter::try_new(log_filter(spec));
     let filter = std::env::var("RUST_LOG")
-        .map_err(|_| ())
-        .and_then(|spec| parse(&spec).map_err(|_| ()))
-        .or_else(|_| parse(&settings.level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter("info")));
+        .ok()
+        .and_then(|spec| parse(&spec).ok())
+        .or_else(|| parse(&settings.level).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(log_filter("info")));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
     let _ = if settings.format == "json" { builder.json().try_init() } else { builder.try_init() };
 }
