@@ -15,6 +15,7 @@
 
 mod pgbench;
 mod probe;
+mod server;
 mod traffic;
 
 use std::path::PathBuf;
@@ -150,6 +151,9 @@ pub struct Report {
     /// limit by design (an SMS held for the rest of its hour), not for a relay behind.
     pub unpublished_deferred_actions: usize,
     pub peak_rss_mib: Option<f64>,
+    /// The measured window minute by minute: the service's rate and, on Postgres, what the
+    /// server wrote for each committed event (`server`).
+    pub minutes: Vec<server::Minute>,
     /// CPU seconds this process (the whole service) used in the measured window, and the
     /// committed events per CPU second: the service's events per second per core. Postgres and
     /// the broker are not included.
@@ -239,6 +243,7 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> Result<(), CliErr
     let start = Instant::now();
     let warm_end = start + Duration::from_secs(args.warmup);
     let end = warm_end + Duration::from_secs(args.duration);
+    let server_samples = postgres.then(|| tokio::spawn(server::sample_minutes(url.clone(), warm_end, end)));
     let mut sent: u64 = 0;
     let mut last_report = start;
     let mut cpu_at_warm_end = None;
@@ -287,6 +292,11 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> Result<(), CliErr
             .await;
 
     let window = probe.window(warm_end, end);
+    let server_samples = match server_samples {
+        Some(task) => task.await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let minutes = server::minutes(&probe, warm_end, end, &server_samples);
     let broker_floor_ms = match floor {
         Some(task) => {
             let samples = task.await.unwrap_or_default();
@@ -325,6 +335,7 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> Result<(), CliErr
         unpublished_actions,
         unpublished_deferred_actions,
         peak_rss_mib: peak_rss_mib(),
+        minutes,
         events_per_service_cpu_sec: service_cpu_secs
             .filter(|c| *c > 0.0)
             .map(|c| window.events_per_sec * window.seconds / c),
@@ -564,6 +575,25 @@ fn print_summary(r: &Report) {
     }
     if let (Some(c), Some(e)) = (r.service_cpu_secs, r.events_per_service_cpu_sec) {
         println!("  service CPU: {c:.1} s in the window, {e:.0} events per CPU second");
+    }
+    for m in &r.minutes {
+        let server = m.server.as_ref().map_or(String::new(), |s| {
+            format!(
+                "  WAL {:>6.0} B/event, {:.2} FPI/event, {:>5.0} flushes/s ({:.1} events each), {} checkpoints, store {:.0} MiB",
+                s.wal_bytes_per_event,
+                s.full_page_images_per_event,
+                s.wal_flushes_per_sec,
+                s.events_per_wal_flush,
+                s.checkpoints,
+                s.store_mib
+            )
+        });
+        println!(
+            "  minute {:>3.0}: {:>6.0} events/s, p99 event → commit {:>7.1} ms{server}",
+            m.from_secs / 60.0,
+            m.committed_events_per_sec,
+            m.event_to_commit_p99_ms
+        );
     }
     if let Some(m) = r.peak_rss_mib {
         println!("  peak resident memory: {m:.0} MiB");
