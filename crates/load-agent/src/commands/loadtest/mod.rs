@@ -142,6 +142,9 @@ pub struct Report {
     /// How late the most overdue scheduled timer was, sampled each second (real ms).
     pub timer_due_lag_ms: Latency,
     pub pgbench: Vec<pgbench::PgbenchFigure>,
+    /// Postgres: the server settings the commit-bound figures depend on (`shared_buffers`,
+    /// `max_wal_size`, `checkpoint_timeout`, `wal_compression`, …), as the run found them.
+    pub server_settings: std::collections::BTreeMap<String, String>,
     /// All committed events per second ÷ pgbench appends per second at the most clients.
     pub fraction_of_raw: Option<f64>,
     /// Generated events not committed and actions not published when the drain ended.
@@ -154,6 +157,9 @@ pub struct Report {
     /// The measured window minute by minute: the service's rate and, on Postgres, what the
     /// server wrote for each committed event (`server`).
     pub minutes: Vec<server::Minute>,
+    /// What the minutes say the server lacks for this rate (checkpoints too close together, a
+    /// buffer pool smaller than the pages written), in words; empty when nothing.
+    pub server_shortfalls: Vec<String>,
     /// CPU seconds this process (the whole service) used in the measured window, and the
     /// committed events per CPU second: the service's events per second per core. Postgres and
     /// the broker are not included.
@@ -199,6 +205,7 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> Result<(), CliErr
             eprintln!("loadtest: pgbench {} clients: {:.0} appends/s", f.clients, f.appends_per_sec);
         }
     }
+    let server_settings = if postgres { server::settings(&url).await } else { Default::default() };
     let stores = open_store_with(&url, &settings.store_options())
         .await
         .or_fail("load-agent loadtest: --database-url")?;
@@ -330,11 +337,13 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> Result<(), CliErr
         service_added_ms,
         timer_due_lag_ms: Latency::of(lags.timer_ms),
         pgbench: pg,
+        server_settings,
         fraction_of_raw,
         unfinished_events,
         unpublished_actions,
         unpublished_deferred_actions,
         peak_rss_mib: peak_rss_mib(),
+        server_shortfalls: server::shortfalls(&minutes),
         minutes,
         events_per_service_cpu_sec: service_cpu_secs
             .filter(|c| *c > 0.0)
@@ -478,9 +487,18 @@ WHERE s.schemaname = current_schema() AND c.relkind = 'r'
 /// ([`AUTOVACUUM_DUE`]) is vacuumed or analyzed. (Until 4 December 2026 it ran `VACUUM
 /// (ANALYZE)` over every table every 30 s: work that grew with the tables at a fixed rate, 1.9 s
 /// of each 30 s at the start of a 10-minute saturation run and 5.9 s at its end, a decline of the
-/// test's own making; autovacuum's triggers grow with the table instead.)
+/// test's own making; autovacuum's triggers grow with the table instead.) Its vacuums are
+/// throttled as autovacuum's are (`vacuum_cost_delay` 2 ms per 200 units): a manual VACUUM of a
+/// growing log partition otherwise takes a core from the appends for seconds at a time.
 async fn vacuum_without_autovacuum(url: String, mut shutdown: load_agent_runtime::Shutdown) {
-    let Ok(pool) = sqlx::PgPool::connect(&url).await else { return };
+    use std::str::FromStr;
+    // Autovacuum's cost-based delay (Postgres 15 defaults: 2 ms after each 200 cost units): a
+    // worker yields to the foreground as it goes, where a manual VACUUM runs flat out.
+    let Ok(options) = sqlx::postgres::PgConnectOptions::from_str(&url) else { return };
+    let options = options.options([("vacuum_cost_delay", "2ms"), ("vacuum_cost_limit", "200")]);
+    let Ok(pool) = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect_with(options).await else {
+        return;
+    };
     let on: Option<String> = sqlx::query_scalar("SHOW autovacuum").fetch_one(&pool).await.ok();
     if on.as_deref() != Some("off") {
         return;
@@ -570,6 +588,10 @@ fn print_summary(r: &Report) {
     for f in &r.pgbench {
         println!("  pgbench, {} clients: {:.0} appends/s", f.clients, f.appends_per_sec);
     }
+    if !r.server_settings.is_empty() {
+        let s: Vec<String> = r.server_settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("  server: {}", s.join(" "));
+    }
     if let Some(x) = r.fraction_of_raw {
         println!("  end to end ÷ raw one-commit rate: {:.0} %", x * 100.0);
     }
@@ -579,12 +601,15 @@ fn print_summary(r: &Report) {
     for m in &r.minutes {
         let server = m.server.as_ref().map_or(String::new(), |s| {
             format!(
-                "  WAL {:>6.0} B/event, {:.2} FPI/event, {:>5.0} flushes/s ({:.1} events each), {} checkpoints, store {:.0} MiB",
+                "  WAL {:>6.0} B/event, {:.2} FPI/event, {:>5.0} flushes/s ({:.1} events each), {} checkpoints, {:.2} backend writes/event, {:.2} reads/event, hit {:.3}, store {:.0} MiB",
                 s.wal_bytes_per_event,
                 s.full_page_images_per_event,
                 s.wal_flushes_per_sec,
                 s.events_per_wal_flush,
                 s.checkpoints,
+                s.backend_writes_per_event,
+                s.blocks_read_per_event,
+                s.buffer_hit_ratio,
                 s.store_mib
             )
         });
@@ -594,6 +619,9 @@ fn print_summary(r: &Report) {
             m.committed_events_per_sec,
             m.event_to_commit_p99_ms
         );
+    }
+    for s in &r.server_shortfalls {
+        println!("  the server: {s}");
     }
     if let Some(m) = r.peak_rss_mib {
         println!("  peak resident memory: {m:.0} MiB");

@@ -3,6 +3,7 @@
 //! window so that a rate that changes over a run can be read beside what each event cost the
 //! server (docs/capacity.md, "Minute by minute").
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -18,8 +19,13 @@ pub struct ServerSample {
     pub wal_records: i64,
     pub wal_fpi: i64,
     pub wal_sync: i64,
-    /// `pg_stat_bgwriter`: checkpoints started, timed and requested.
+    /// `pg_stat_bgwriter`: checkpoints started, timed and requested; buffers a backend had to
+    /// write out itself to make room (shared buffers too small for what is being written).
     pub checkpoints: i64,
+    pub buffers_backend: i64,
+    /// `pg_stat_database` of this database: blocks found in shared buffers and blocks read.
+    pub blks_hit: i64,
+    pub blks_read: i64,
     /// The store's tables and their indexes in the current schema, bytes.
     pub store_bytes: f64,
 }
@@ -28,14 +34,30 @@ pub struct ServerSample {
 const SAMPLE: &str = r#"
 SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS wal_bytes,
        w.wal_records, w.wal_fpi, w.wal_sync,
-       b.checkpoints_timed + b.checkpoints_req AS checkpoints,
+       b.checkpoints_timed + b.checkpoints_req AS checkpoints, b.buffers_backend,
+       d.blks_hit, d.blks_read,
        (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::float8
           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
          WHERE n.nspname = current_schema() AND c.relkind = 'r'
            AND (c.relname IN ('load_summary', 'load_months') OR c.relname LIKE 'log\_entries%'
                 OR c.relname LIKE 'outbox%' OR c.relname LIKE 'timers%')) AS store_bytes
-FROM pg_stat_wal w, pg_stat_bgwriter b
+FROM pg_stat_wal w, pg_stat_bgwriter b, pg_stat_database d
+WHERE d.datname = current_database()
 "#;
+
+/// The server settings a commit-bound figure depends on, reported beside it: the buffer pool
+/// the store's hot pages must fit in, how far apart checkpoints are (each first write of a page
+/// after one logs the whole page), and how commits are flushed.
+const SETTINGS: &str = "SELECT name, current_setting(name) FROM pg_settings WHERE name IN \
+    ('shared_buffers', 'max_wal_size', 'checkpoint_timeout', 'wal_compression', 'synchronous_commit', \
+     'autovacuum', 'full_page_writes', 'commit_delay', 'server_version')";
+
+pub async fn settings(url: &str) -> BTreeMap<String, String> {
+    let Ok(pool) = sqlx::PgPool::connect(url).await else { return BTreeMap::new() };
+    let rows: Vec<(String, String)> = sqlx::query_as(SETTINGS).fetch_all(&pool).await.unwrap_or_default();
+    pool.close().await;
+    rows.into_iter().collect()
+}
 
 /// One minute (or the last part of one) of the measured window.
 #[derive(Debug, Clone, Serialize)]
@@ -59,6 +81,11 @@ pub struct ServerMinute {
     /// Committed events per WAL flush: how many events each commit flush carried.
     pub events_per_wal_flush: f64,
     pub checkpoints: i64,
+    /// Buffers backends wrote out themselves, and blocks read into shared buffers, per event;
+    /// the share of block lookups shared buffers answered.
+    pub backend_writes_per_event: f64,
+    pub blocks_read_per_event: f64,
+    pub buffer_hit_ratio: f64,
     /// The store's size at the end of the minute.
     pub store_mib: f64,
 }
@@ -121,6 +148,42 @@ pub fn minutes(
         .collect()
 }
 
+/// What the minutes say about the server, in words: the two shortfalls that make a
+/// commit-bound rate fall as the store grows (docs/operations.md, "Postgres server settings").
+/// Judged on the second half of the window, once the store has grown.
+pub fn shortfalls(minutes: &[Minute]) -> Vec<String> {
+    let late: Vec<&ServerMinute> =
+        minutes.iter().skip(minutes.len() / 2).filter_map(|m| m.server.as_ref()).collect();
+    if late.is_empty() {
+        return Vec::new();
+    }
+    // The median minute: one vacuum's ring-buffer writes (counted as a backend's) do not make a
+    // shortfall.
+    let median = |f: fn(&ServerMinute) -> f64| {
+        let mut v: Vec<f64> = late.iter().map(|m| f(m)).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let fpi = median(|m| m.full_page_images_per_event);
+    let checkpoints = median(|m| m.checkpoints as f64);
+    let backend_writes = median(|m| m.backend_writes_per_event);
+    let mut out = Vec::new();
+    if checkpoints >= 1.0 && fpi >= 0.25 {
+        out.push(format!(
+            "checkpoints every {:.0} s: {fpi:.2} full-page images per event; raise max_wal_size \
+             (docs/operations.md, \"Postgres server settings\")",
+            60.0 / checkpoints
+        ));
+    }
+    if backend_writes >= 0.25 {
+        out.push(format!(
+            "backends wrote {backend_writes:.2} buffers per event themselves: shared_buffers is smaller than \
+             the pages the appends write; raise it (docs/operations.md, \"Postgres server settings\")"
+        ));
+    }
+    out
+}
+
 fn server_minute(
     events: u64,
     t0: Instant,
@@ -138,6 +201,12 @@ fn server_minute(
         wal_flushes_per_sec: syncs / secs,
         events_per_wal_flush: events as f64 / syncs.max(1.0),
         checkpoints: s1.checkpoints - s0.checkpoints,
+        backend_writes_per_event: (s1.buffers_backend - s0.buffers_backend) as f64 / ev,
+        blocks_read_per_event: (s1.blks_read - s0.blks_read) as f64 / ev,
+        buffer_hit_ratio: {
+            let (hit, read) = ((s1.blks_hit - s0.blks_hit) as f64, (s1.blks_read - s0.blks_read) as f64);
+            hit / (hit + read).max(1.0)
+        },
         store_mib: s1.store_bytes / (1024.0 * 1024.0),
     }
 }
@@ -145,6 +214,55 @@ fn server_minute(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn minute(fpi: f64, checkpoints: i64, backend_writes: f64) -> Minute {
+        Minute {
+            from_secs: 0.0,
+            seconds: 60.0,
+            committed_events_per_sec: 4_000.0,
+            event_to_commit_p99_ms: 100.0,
+            server: Some(ServerMinute {
+                wal_bytes_per_event: 3_000.0,
+                wal_records_per_event: 20.0,
+                full_page_images_per_event: fpi,
+                wal_flushes_per_sec: 300.0,
+                events_per_wal_flush: 13.0,
+                checkpoints,
+                backend_writes_per_event: backend_writes,
+                blocks_read_per_event: 0.2,
+                buffer_hit_ratio: 0.99,
+                store_mib: 1_000.0,
+            }),
+        }
+    }
+
+    #[test]
+    fn an_undersized_server_is_named_by_what_it_lacks() {
+        let fine = vec![minute(0.0, 0, 0.0); 10];
+        assert!(shortfalls(&fine).is_empty());
+        // Frequent checkpoints late in the run: full-page images.
+        let mut ckpt = vec![minute(0.1, 2, 0.0); 5];
+        ckpt.extend(vec![minute(1.7, 5, 0.0); 5]);
+        let s = shortfalls(&ckpt);
+        assert_eq!(s.len(), 1);
+        assert!(s[0].starts_with("checkpoints every 12 s:") && s[0].contains("max_wal_size"), "{s:?}");
+        // A small buffer pool: backends write out pages themselves.
+        let mut small = vec![minute(0.0, 0, 0.8); 5];
+        small.extend(vec![minute(0.0, 0, 3.8); 5]);
+        let s = shortfalls(&small);
+        assert_eq!(s.len(), 1);
+        assert!(s[0].contains("shared_buffers"), "{s:?}");
+        // One minute's spike (a vacuum writing through its ring) is not a shortfall.
+        let mut spike = vec![minute(0.0, 0, 0.0); 9];
+        spike[6] = minute(0.0, 0, 1.6);
+        assert!(shortfalls(&spike).is_empty());
+        // The first half alone (registration, a cold cache) does not count.
+        let mut early = vec![minute(2.0, 5, 3.0); 5];
+        early.extend(vec![minute(0.0, 0, 0.0); 5]);
+        assert!(shortfalls(&early).is_empty());
+        // SQLite: no server figures.
+        assert!(shortfalls(&[Minute { server: None, ..minute(0.0, 0, 0.0) }]).is_empty());
+    }
 
     #[test]
     fn a_minute_costs_are_per_committed_event() {
@@ -156,6 +274,9 @@ mod tests {
             wal_fpi: 1,
             wal_sync: 5,
             checkpoints: 2,
+            buffers_backend: 100,
+            blks_hit: 1_000,
+            blks_read: 0,
             store_bytes: 0.0,
         };
         let s1 = ServerSample {
@@ -164,6 +285,9 @@ mod tests {
             wal_fpi: 1 + 120,
             wal_sync: 5 + 60,
             checkpoints: 3,
+            buffers_backend: 100 + 300,
+            blks_hit: 1_000 + 900,
+            blks_read: 100,
             store_bytes: 2.0 * 1024.0 * 1024.0,
         };
         let m = server_minute(600, t0, &s0, t1, &s1);
@@ -173,6 +297,9 @@ mod tests {
         assert_eq!(m.wal_flushes_per_sec, 1.0);
         assert_eq!(m.events_per_wal_flush, 10.0);
         assert_eq!(m.checkpoints, 1);
+        assert_eq!(m.backend_writes_per_event, 0.5);
+        assert_eq!(m.blocks_read_per_event, 100.0 / 600.0);
+        assert_eq!(m.buffer_hit_ratio, 0.9);
         assert_eq!(m.store_mib, 2.0);
     }
 }
