@@ -601,7 +601,7 @@ fn print_summary(r: &Report) {
     for m in &r.minutes {
         let server = m.server.as_ref().map_or(String::new(), |s| {
             format!(
-                "  WAL {:>6.0} B/event, {:.2} FPI/event, {:>5.0} flushes/s ({:.1} events each), {} checkpoints, {:.2} backend writes/event, {:.2} reads/event, hit {:.3}, store {:.0} MiB",
+                "  WAL {:>6.0} B/event, {:.2} FPI/event, {:>5.0} flushes/s ({:.1} events each), {} checkpoints, {:.2} backend writes/event, {:.2} reads/event, hit {:.3}, store {:.0} MiB{}",
                 s.wal_bytes_per_event,
                 s.full_page_images_per_event,
                 s.wal_flushes_per_sec,
@@ -610,7 +610,10 @@ fn print_summary(r: &Report) {
                 s.backend_writes_per_event,
                 s.blocks_read_per_event,
                 s.buffer_hit_ratio,
-                s.store_mib
+                s.store_mib,
+                s.server_cpu_us_per_event
+                    .zip(s.server_cores)
+                    .map_or(String::new(), |(us, cores)| format!(", server CPU {us:.0} µs/event ({cores:.2} cores)"))
             )
         });
         println!(

@@ -28,6 +28,11 @@ pub struct ServerSample {
     pub blks_read: i64,
     /// The store's tables and their indexes in the current schema, bytes.
     pub store_bytes: f64,
+    /// CPU seconds used so far by the server's processes on this machine, when it runs here
+    /// (`/proc/*/stat` of every `postgres` process; a process that ended takes its share with
+    /// it, so long-lived connections are what this counts).
+    #[sqlx(skip)]
+    pub server_cpu_secs: Option<f64>,
 }
 
 /// Postgres 15's statistics views; the store's tables as the autovacuum stand-in names them.
@@ -88,6 +93,10 @@ pub struct ServerMinute {
     pub buffer_hit_ratio: f64,
     /// The store's size at the end of the minute.
     pub store_mib: f64,
+    /// The server's CPU per committed event (µs) and the cores it used, when it runs on this
+    /// machine.
+    pub server_cpu_us_per_event: Option<f64>,
+    pub server_cores: Option<f64>,
 }
 
 /// Samples the server at `from`, then every minute until `to` (and at `to`), while the test
@@ -96,11 +105,16 @@ pub struct ServerMinute {
 pub async fn sample_minutes(url: String, from: Instant, to: Instant) -> Vec<(Instant, ServerSample)> {
     let mut out = Vec::new();
     let Ok(pool) = sqlx::PgPool::connect(&url).await else { return out };
+    // The server's processes are counted only when it runs on this machine.
+    let local = ["127.0.0.1", "localhost", "[::1]", "host=/"].iter().any(|h| url.contains(h));
     let mut at = from;
     loop {
         tokio::time::sleep_until(at.into()).await;
         match sqlx::query_as::<_, ServerSample>(SAMPLE).fetch_one(&pool).await {
-            Ok(s) => out.push((Instant::now(), s)),
+            Ok(mut s) => {
+                s.server_cpu_secs = local.then(postgres_cpu_secs).flatten();
+                out.push((Instant::now(), s));
+            }
             Err(e) => {
                 eprintln!("loadtest: server statistics not sampled: {e}");
                 return out;
@@ -146,6 +160,27 @@ pub fn minutes(
             }
         })
         .collect()
+}
+
+/// CPU seconds (user + system) of every process named `postgres` on this machine (the
+/// postmaster, its backends and background workers), in the usual 100 ticks per second.
+fn postgres_cpu_secs() -> Option<f64> {
+    let mut total = 0.0;
+    let mut found = false;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some((head, rest)) = stat.rsplit_once(')') else { continue };
+        if !head.ends_with("(postgres") {
+            continue;
+        }
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let (Some(u), Some(s)) = (fields.get(11), fields.get(12)) else { continue };
+        if let (Ok(u), Ok(s)) = (u.parse::<f64>(), s.parse::<f64>()) {
+            total += (u + s) / 100.0;
+            found = true;
+        }
+    }
+    found.then_some(total)
 }
 
 /// What the minutes say about the server, in words: the two shortfalls that make a
@@ -208,6 +243,8 @@ fn server_minute(
             hit / (hit + read).max(1.0)
         },
         store_mib: s1.store_bytes / (1024.0 * 1024.0),
+        server_cpu_us_per_event: s1.server_cpu_secs.zip(s0.server_cpu_secs).map(|(b, a)| (b - a) * 1e6 / ev),
+        server_cores: s1.server_cpu_secs.zip(s0.server_cpu_secs).map(|(b, a)| (b - a) / secs),
     }
 }
 
@@ -232,6 +269,8 @@ mod tests {
                 blocks_read_per_event: 0.2,
                 buffer_hit_ratio: 0.99,
                 store_mib: 1_000.0,
+                server_cpu_us_per_event: None,
+                server_cores: None,
             }),
         }
     }
@@ -278,6 +317,7 @@ mod tests {
             blks_hit: 1_000,
             blks_read: 0,
             store_bytes: 0.0,
+            server_cpu_secs: Some(10.0),
         };
         let s1 = ServerSample {
             wal_bytes: 1_000.0 + 600_000.0,
@@ -289,6 +329,7 @@ mod tests {
             blks_hit: 1_000 + 900,
             blks_read: 100,
             store_bytes: 2.0 * 1024.0 * 1024.0,
+            server_cpu_secs: Some(10.0 + 0.6),
         };
         let m = server_minute(600, t0, &s0, t1, &s1);
         assert_eq!(m.wal_bytes_per_event, 1_000.0);
@@ -301,5 +342,7 @@ mod tests {
         assert_eq!(m.blocks_read_per_event, 100.0 / 600.0);
         assert_eq!(m.buffer_hit_ratio, 0.9);
         assert_eq!(m.store_mib, 2.0);
+        assert!((m.server_cpu_us_per_event.unwrap_or_default() - 1_000.0).abs() < 1e-6);
+        assert!((m.server_cores.unwrap_or_default() - 0.01).abs() < 1e-9);
     }
 }
