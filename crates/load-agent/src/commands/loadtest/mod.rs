@@ -528,7 +528,11 @@ async fn vacuum_without_autovacuum(url: String, mut shutdown: load_agent_runtime
 /// CPU seconds (user + system) this process has used so far (Linux `/proc/self/stat`, in the
 /// usual 100 ticks per second).
 fn cpu_secs() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    stat_cpu_secs(&std::fs::read_to_string("/proc/self/stat").ok()?)
+}
+
+/// User + system CPU seconds from a `/proc/PID/stat` line.
+fn stat_cpu_secs(stat: &str) -> Option<f64> {
     // Fields after the command name (which is in parentheses and may hold spaces).
     let rest = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();

@@ -169,14 +169,11 @@ fn postgres_cpu_secs() -> Option<f64> {
     let mut found = false;
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        let Some((head, rest)) = stat.rsplit_once(')') else { continue };
-        if !head.ends_with("(postgres") {
+        if !stat.rsplit_once(')').is_some_and(|(head, _)| head.ends_with("(postgres")) {
             continue;
         }
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let (Some(u), Some(s)) = (fields.get(11), fields.get(12)) else { continue };
-        if let (Ok(u), Ok(s)) = (u.parse::<f64>(), s.parse::<f64>()) {
-            total += (u + s) / 100.0;
+        if let Some(secs) = super::stat_cpu_secs(&stat) {
+            total += secs;
             found = true;
         }
     }
