@@ -463,20 +463,32 @@ async fn sample_lags(
     }
 }
 
+/// The store's leaf tables in the current schema (a partitioned parent holds no rows), as a
+/// condition on `pg_class c`: the tables the autovacuum stand-in looks after and the server
+/// sampler weighs.
+macro_rules! store_leaf_tables {
+    () => {
+        r#"c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
+  AND (c.relname IN ('load_summary', 'load_months') OR c.relname LIKE 'log\_entries\_%'
+       OR c.relname LIKE 'outbox\_%' OR c.relname LIKE 'timers\_%')"#
+    };
+}
+use store_leaf_tables;
+
 /// The store's tables autovacuum would vacuum or analyze now, by its default triggers (Postgres
 /// 15: vacuum when more than 50 + 20 % of a table's rows are dead, or 1,000 + 20 % were inserted
 /// since its last vacuum; analyze when 50 + 10 % changed since the last analyze). Leaf tables
 /// only: autovacuum never processes a partitioned parent.
-const AUTOVACUUM_DUE: &str = r#"
+const AUTOVACUUM_DUE: &str = concat!(
+    r#"
 SELECT format('%I.%I', s.schemaname, s.relname) AS name,
        (s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0)
         OR s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0)) AS vacuum,
        s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0) AS analyze
 FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-WHERE s.schemaname = current_schema() AND c.relkind = 'r'
-  AND (s.relname IN ('load_summary', 'load_months') OR s.relname LIKE 'log\_entries\_%'
-       OR s.relname LIKE 'outbox\_%' OR s.relname LIKE 'timers\_%')
-"#;
+WHERE "#,
+    store_leaf_tables!()
+);
 
 /// A server with `autovacuum = off` (some test servers) never refreshes the planner's
 /// statistics, and the outbox claim, planned for the few rows of a fresh table, then scans
@@ -491,10 +503,9 @@ WHERE s.schemaname = current_schema() AND c.relkind = 'r'
 /// throttled as autovacuum's are (`vacuum_cost_delay` 2 ms per 200 units): a manual VACUUM of a
 /// growing log partition otherwise takes a core from the appends for seconds at a time.
 async fn vacuum_without_autovacuum(url: String, mut shutdown: load_agent_runtime::Shutdown) {
-    use std::str::FromStr;
     // Autovacuum's cost-based delay (Postgres 15 defaults: 2 ms after each 200 cost units): a
     // worker yields to the foreground as it goes, where a manual VACUUM runs flat out.
-    let Ok(options) = sqlx::postgres::PgConnectOptions::from_str(&url) else { return };
+    let Ok(options) = url.parse::<sqlx::postgres::PgConnectOptions>() else { return };
     let options = options.options([("vacuum_cost_delay", "2ms"), ("vacuum_cost_limit", "200")]);
     let Ok(pool) = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect_with(options).await else {
         return;

@@ -36,19 +36,19 @@ pub struct ServerSample {
 }
 
 /// Postgres 15's statistics views; the store's tables as the autovacuum stand-in names them.
-const SAMPLE: &str = r#"
+const SAMPLE: &str = concat!(
+    r#"
 SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS wal_bytes,
        w.wal_records, w.wal_fpi, w.wal_sync,
        b.checkpoints_timed + b.checkpoints_req AS checkpoints, b.buffers_backend,
        d.blks_hit, d.blks_read,
-       (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::float8
-          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-         WHERE n.nspname = current_schema() AND c.relkind = 'r'
-           AND (c.relname IN ('load_summary', 'load_months') OR c.relname LIKE 'log\_entries%'
-                OR c.relname LIKE 'outbox%' OR c.relname LIKE 'timers%')) AS store_bytes
+       (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::float8 FROM pg_class c WHERE "#,
+    super::store_leaf_tables!(),
+    r#") AS store_bytes
 FROM pg_stat_wal w, pg_stat_bgwriter b, pg_stat_database d
 WHERE d.datname = current_database()
-"#;
+"#
+);
 
 /// The server settings a commit-bound figure depends on, reported beside it: the buffer pool
 /// the store's hot pages must fit in, how far apart checkpoints are (each first write of a page
@@ -107,8 +107,7 @@ pub async fn sample_minutes(url: String, from: Instant, to: Instant) -> Vec<(Ins
     let Ok(pool) = sqlx::PgPool::connect(&url).await else { return out };
     // The server's processes are counted only when it runs on this machine.
     let local = ["127.0.0.1", "localhost", "[::1]", "host=/"].iter().any(|h| url.contains(h));
-    let mut at = from;
-    loop {
+    for at in minute_bounds(from, to) {
         tokio::time::sleep_until(at.into()).await;
         match sqlx::query_as::<_, ServerSample>(SAMPLE).fetch_one(&pool).await {
             Ok(mut s) => {
@@ -117,14 +116,21 @@ pub async fn sample_minutes(url: String, from: Instant, to: Instant) -> Vec<(Ins
             }
             Err(e) => {
                 eprintln!("loadtest: server statistics not sampled: {e}");
-                return out;
+                break;
             }
         }
-        if at >= to {
-            return out;
-        }
-        at = (at + Duration::from_secs(60)).min(to);
     }
+    out
+}
+
+/// `from`, each minute after it, and `to`: the edges of the report's minutes, where the server
+/// is sampled.
+fn minute_bounds(from: Instant, to: Instant) -> Vec<Instant> {
+    let mut bounds = vec![from];
+    while let Some(&last) = bounds.last().filter(|&&last| last < to) {
+        bounds.push((last + Duration::from_secs(60)).min(to));
+    }
+    bounds
 }
 
 /// The measured window cut into minutes: the service's rate from the probe, and, when the
@@ -135,14 +141,7 @@ pub fn minutes(
     to: Instant,
     samples: &[(Instant, ServerSample)],
 ) -> Vec<Minute> {
-    let mut bounds = vec![from];
-    while let Some(&last) = bounds.last() {
-        if last >= to {
-            break;
-        }
-        bounds.push((last + Duration::from_secs(60)).min(to));
-    }
-    bounds
+    minute_bounds(from, to)
         .windows(2)
         .enumerate()
         .map(|(i, b)| {
@@ -226,6 +225,7 @@ fn server_minute(
     let ev = (events as f64).max(1.0);
     let secs = (t1 - t0).as_secs_f64().max(1e-9);
     let syncs = (s1.wal_sync - s0.wal_sync) as f64;
+    let cpu = s1.server_cpu_secs.zip(s0.server_cpu_secs).map(|(b, a)| b - a);
     ServerMinute {
         wal_bytes_per_event: (s1.wal_bytes - s0.wal_bytes) / ev,
         wal_records_per_event: (s1.wal_records - s0.wal_records) as f64 / ev,
@@ -240,8 +240,8 @@ fn server_minute(
             hit / (hit + read).max(1.0)
         },
         store_mib: s1.store_bytes / (1024.0 * 1024.0),
-        server_cpu_us_per_event: s1.server_cpu_secs.zip(s0.server_cpu_secs).map(|(b, a)| (b - a) * 1e6 / ev),
-        server_cores: s1.server_cpu_secs.zip(s0.server_cpu_secs).map(|(b, a)| (b - a) / secs),
+        server_cpu_us_per_event: cpu.map(|c| c * 1e6 / ev),
+        server_cores: cpu.map(|c| c / secs),
     }
 }
 
@@ -298,6 +298,15 @@ mod tests {
         assert!(shortfalls(&early).is_empty());
         // SQLite: no server figures.
         assert!(shortfalls(&[Minute { server: None, ..minute(0.0, 0, 0.0) }]).is_empty());
+    }
+
+    #[test]
+    fn the_window_is_cut_at_each_minute_and_at_its_end() {
+        let from = Instant::now();
+        let secs = |b: Vec<Instant>| b.iter().map(|t| (*t - from).as_secs()).collect::<Vec<_>>();
+        assert_eq!(secs(minute_bounds(from, from + Duration::from_secs(150))), [0, 60, 120, 150]);
+        assert_eq!(secs(minute_bounds(from, from + Duration::from_secs(120))), [0, 60, 120]);
+        assert_eq!(secs(minute_bounds(from, from)), [0]);
     }
 
     #[test]
