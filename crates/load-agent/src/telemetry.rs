@@ -70,7 +70,7 @@ pub const OUTBOX_DEAD_ROWS_LAST_HOUR: &str = "load_agent_outbox_dead_rows_last_h
 /// Gauge: how late the oldest due timer is now, in seconds (sampled from the store). How late
 /// each timer fired is the runtime's histogram `load_agent_timer_fire_delay_seconds`.
 pub const TIMER_LAG_SECONDS: &str = "load_agent_timer_lag_seconds";
-/// Counter: runs that could not make the partitions ahead (Postgres).
+/// Counter: runs that could not make the partitions ahead or retire the outbox's old days (Postgres).
 pub const PARTITION_FAILURES_TOTAL: &str = "load_agent_partition_failures_total";
 /// Counter: retention steps that failed.
 pub const RETENTION_FAILURES_TOTAL: &str = "load_agent_retention_failures_total";
@@ -99,7 +99,10 @@ pub const METRICS: &[(&str, &str)] = &[
     (runtime::RELAY_SENDS_TOTAL, "Relay sends, by destination and result."),
     (runtime::DUPLICATE_ACTION_KEYS_TOTAL, "Decisions that reused a committed action key."),
     (runtime::OPS_ALERTS_TOTAL, "Ops alerts (Hero-channel and internal action failures)."),
-    (PARTITION_FAILURES_TOTAL, "Runs that could not make the partitions ahead (Postgres)."),
+    (
+        PARTITION_FAILURES_TOTAL,
+        "Runs that could not make the partitions ahead or retire old outbox days (Postgres).",
+    ),
     (
         RETENTION_FAILURES_TOTAL,
         "Retention steps that failed (an archive that does not verify, a refused drop).",

@@ -26,10 +26,13 @@ pub struct PartitionPlan {
 }
 
 impl Default for PartitionPlan {
-    /// Two months and seven days: a service that is down over a weekend, or a month's end, still
-    /// finds its partitions when it comes back.
+    /// One month and one day. The service makes them at start and every hour, and only the
+    /// service writes the store, so a service that was down makes its partitions before its
+    /// first append; a row whose partition is missing anyway waits in the default partition,
+    /// never refused. More partitions ahead cost the hot path: Postgres 15 locks every partition
+    /// of a statement's generic plan (docs/performance.md, "Partitioned store").
     fn default() -> Self {
-        PartitionPlan { months_ahead: 2, days_ahead: 7 }
+        PartitionPlan { months_ahead: 1, days_ahead: 1 }
     }
 }
 
@@ -65,7 +68,8 @@ impl PartitionPlan {
 /// One partition of a partitioned table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionInfo {
-    /// `log_entries`, `outbox` or `timers`.
+    /// `log_entries`, `outbox`, `outbox_retired` (an outbox day retired, waiting for
+    /// retention) or `timers`.
     pub table: String,
     /// `log_entries_p2026_12`, `outbox_p2026_12_03`, `timers_default`, ...
     pub name: String,
@@ -164,6 +168,14 @@ fn parse_partition_name(name: &str) -> Option<(PartitionedTable, NaiveDate, Naiv
     Some((PartitionedTable::Outbox, day, day.succ_opt()?))
 }
 
+/// The day of an outbox partition named as `ensure` names them (`outbox_p2026_03_02`).
+pub fn outbox_partition_day(name: &str) -> Option<NaiveDate> {
+    match parse_partition_name(name)? {
+        (PartitionedTable::Outbox, day, _) => Some(day),
+        _ => None,
+    }
+}
+
 /// What an outbox day's drop did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DroppedDay {
@@ -192,6 +204,13 @@ pub trait Lifecycle: Send + Sync {
         now: DateTime<Utc>,
         plan: &PartitionPlan,
     ) -> Result<Vec<String>, StoreError>;
+
+    /// Retires the outbox's days before yesterday (at `now`) whose rows are all delivered or
+    /// dead: each day's partition leaves the live outbox for `outbox_retired` (its dead rows stay
+    /// in the live outbox's default partition), so that the append's key probe and the claim
+    /// see only the live days (migrations/README.md, "Retired outbox days"). A day with a
+    /// pending row stays live until a later run. Returns the partitions retired, oldest first.
+    async fn retire_outbox_days(&self, now: DateTime<Utc>) -> Result<Vec<String>, StoreError>;
 
     /// Every partition, by table and name.
     async fn partitions(&self) -> Result<Vec<PartitionInfo>, StoreError>;
@@ -331,9 +350,9 @@ mod tests {
             span,
             PartitionSpan {
                 first_month: day(2026, 11, 1),
-                last_month: day(2027, 2, 1),
+                last_month: day(2027, 1, 1),
                 first_day: day(2026, 12, 30),
-                last_day: day(2027, 1, 7),
+                last_day: day(2027, 1, 1),
             }
         );
         let none = PartitionPlan { months_ahead: 0, days_ahead: 0 }.span(now).expect("span");

@@ -15,7 +15,8 @@ use crate::error::{CliError, OrExit};
 #[derive(Debug, Subcommand)]
 pub enum PartitionsCommand {
     /// Makes the partitions of this month and day and of the months and days ahead
-    /// (`lifecycle.months_ahead`, `lifecycle.days_ahead`) that do not exist yet, and prints them.
+    /// (`lifecycle.months_ahead`, `lifecycle.days_ahead`) that do not exist yet, retires the
+    /// outbox's delivered days before yesterday (`outbox_retired`), and prints both.
     Ensure(EnsureArgs),
     /// Lists every partition of the log, the outbox and the timers: bounds, rows (estimated), size.
     List,
@@ -50,19 +51,28 @@ pub fn run(settings: &Settings, command: PartitionsCommand) -> Result<(), CliErr
                 for name in &made {
                     println!("made {name}");
                 }
+                let retired = stores
+                    .lifecycle
+                    .retire_outbox_days(Utc::now())
+                    .await
+                    .or_fail("load-agent partitions ensure (retiring outbox days)")?;
+                for name in &retired {
+                    println!("retired {name}");
+                }
                 println!(
-                    "{} partitions made; {} months and {} days ahead are present",
+                    "{} partitions made, {} outbox days retired; {} months and {} days ahead are present",
                     made.len(),
+                    retired.len(),
                     plan.months_ahead,
                     plan.days_ahead
                 );
             }
             PartitionsCommand::List => {
                 let parts = stores.lifecycle.partitions().await.or_fail("load-agent partitions list")?;
-                println!("{:<12} {:<24} {:>12} {:>12}  bounds", "table", "partition", "rows (est.)", "bytes");
+                println!("{:<14} {:<24} {:>12} {:>12}  bounds", "table", "partition", "rows (est.)", "bytes");
                 for p in parts {
                     println!(
-                        "{:<12} {:<24} {:>12} {:>12}  {}",
+                        "{:<14} {:<24} {:>12} {:>12}  {}",
                         p.table,
                         p.name,
                         p.rows_estimate.max(0),
@@ -76,7 +86,8 @@ pub fn run(settings: &Settings, command: PartitionsCommand) -> Result<(), CliErr
     })
 }
 
-/// Makes the store's partitions ahead (`lifecycle.*`, docs/operations.md) now and every `every`:
+/// Makes the store's partitions ahead (`lifecycle.*`, docs/operations.md) and retires the
+/// outbox's delivered days before yesterday, now and every `every`:
 /// a failure is logged and counted (`load_agent_partition_failures_total`) and tried again at the
 /// next run; with the default plan a week of failures still leaves no row without its partition
 /// (and a row without one waits in the default partition, never refused). No-op on SQLite.
@@ -96,6 +107,14 @@ pub async fn keep_partitions(
             Err(e) => {
                 metrics::counter!(crate::telemetry::PARTITION_FAILURES_TOTAL).increment(1);
                 tracing::warn!(error = %e, "making partitions ahead failed; trying again at the next run");
+            }
+        }
+        match stores.lifecycle.retire_outbox_days(Utc::now()).await {
+            Ok(retired) if retired.is_empty() => {}
+            Ok(retired) => tracing::info!(partitions = ?retired, "retired delivered outbox days"),
+            Err(e) => {
+                metrics::counter!(crate::telemetry::PARTITION_FAILURES_TOTAL).increment(1);
+                tracing::warn!(error = %e, "retiring outbox days failed; trying again at the next run");
             }
         }
         tokio::select! {

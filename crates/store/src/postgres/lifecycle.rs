@@ -10,6 +10,7 @@ use super::PgStore;
 use crate::error::StoreError;
 use crate::lifecycle::{
     DeletedRows, DroppedDay, HeldLock, Lifecycle, PartitionInfo, PartitionPlan, RetentionWindows, RunLock,
+    outbox_partition_day,
 };
 
 /// One key for the advisory lock that serializes `ensure_partitions` across processes.
@@ -25,10 +26,16 @@ SELECT p.relname::text, c.relname::text, pg_get_expr(c.relpartbound, c.oid), c.r
 FROM pg_inherits i
 JOIN pg_class c ON c.oid = i.inhrelid AND c.relkind = 'r'
 JOIN pg_class p ON p.oid = i.inhparent
-WHERE p.oid IN ('log_entries'::regclass, 'outbox'::regclass, 'timers'::regclass)
+WHERE p.oid IN ('log_entries'::regclass, 'outbox'::regclass, 'outbox_retired'::regclass, 'timers'::regclass)
 ORDER BY 1, 2
 "#;
 
+/// The live outbox's day partitions (not the default), for [`Lifecycle::retire_outbox_days`].
+const LIVE_OUTBOX_DAYS: &str = r#"
+SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid AND c.relkind = 'r'
+WHERE i.inhparent = 'outbox'::regclass ORDER BY 1
+"#;
+const RETIRE_OUTBOX_DAY: &str = "SELECT load_agent_retire_outbox_day($1)";
 const DROP_LOG_MONTH: &str = "SELECT load_agent_drop_log_month($1, $2, $3)";
 const DROP_OUTBOX_DAY: &str = "SELECT dropped, kept FROM load_agent_drop_outbox_day($1, $2)";
 const DROP_TIMER_MONTH: &str = "SELECT load_agent_drop_timer_month($1)";
@@ -137,6 +144,30 @@ impl Lifecycle for PgStore {
         }
         made.extend(self.ensure_one(None, span.first_day, span.last_day).await?);
         Ok(made)
+    }
+
+    async fn retire_outbox_days(&self, now: DateTime<Utc>) -> Result<Vec<String>, StoreError> {
+        let yesterday = now.date_naive().pred_opt().unwrap_or(NaiveDate::MIN);
+        let names: Vec<String> = sqlx::query_scalar(LIVE_OUTBOX_DAYS).fetch_all(&self.pool).await?;
+        let mut days: Vec<(NaiveDate, String)> = names
+            .into_iter()
+            .filter_map(|name| outbox_partition_day(&name).map(|day| (day, name)))
+            .filter(|(day, _)| *day < yesterday)
+            .collect();
+        days.sort();
+        let mut retired = Vec::new();
+        for (day, name) in days {
+            // One day per transaction: the outbox's lock is held for one day's detach at most.
+            let mut tx = self.pool.begin().await?;
+            tx.execute(LOCK_TIMEOUT).await?;
+            let moved: bool =
+                sqlx::query_scalar(RETIRE_OUTBOX_DAY).bind(day).fetch_one(&mut *tx).await.map_err(refusal)?;
+            tx.commit().await?;
+            if moved {
+                retired.push(name);
+            }
+        }
+        Ok(retired)
     }
 
     async fn partitions(&self) -> Result<Vec<PartitionInfo>, StoreError> {

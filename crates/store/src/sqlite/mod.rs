@@ -187,6 +187,13 @@ impl crate::lifecycle::Lifecycle for SqliteStore {
         Ok(Vec::new())
     }
 
+    async fn retire_outbox_days(
+        &self,
+        _now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
+
     async fn partitions(&self) -> Result<Vec<crate::lifecycle::PartitionInfo>, StoreError> {
         Ok(Vec::new())
     }

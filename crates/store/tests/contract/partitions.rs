@@ -39,10 +39,10 @@ async fn a_loads_rows_go_to_its_months_partitions_made_ahead_once() {
     let made = lifecycle.ensure_partitions(now, &PartitionPlan::default()).await.expect("ensure");
     for name in [
         "log_entries_p2026_02",
-        "log_entries_p2026_05",
+        "log_entries_p2026_04",
         "timers_p2026_03",
         "outbox_p2026_03_29",
-        "outbox_p2026_04_06",
+        "outbox_p2026_03_31",
     ] {
         assert!(made.iter().any(|m| m == name), "{name} made: {made:?}");
     }
@@ -373,4 +373,68 @@ async fn retention_drops_only_what_may_go_and_refuses_the_rest() {
     let refused = s.lifecycle.drop_log_month(march, &archived).await;
     assert!(matches!(refused, Err(StoreError::Refused(ref m)) if m.contains("no partition")), "{refused:?}");
     h.cleanup().await;
+}
+
+/// An outbox day before yesterday leaves the live outbox once none of its rows is pending
+/// (migration 0006): the claim no longer sees it, a load's rows are still read from it, its
+/// dead rows stay live (default partition), and retention drops it where it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivered_outbox_days_are_retired_read_back_and_dropped() {
+    let h = PgHarness::new().await;
+    let pool = h.pg().pool().clone();
+    let s = h.stores();
+    s.lifecycle.ensure_partitions(at(2026, 3, 10, 0), &PartitionPlan::default()).await.expect("ensure");
+    for load in ["A", "B"] {
+        let rows = [
+            row(load, &format!("{load}-sms"), Destination::Sms, 1),
+            row(load, &format!("{load}-tms"), Destination::Tms, 1),
+        ];
+        s.events.append(load, &[sms(load, "e1", at(2026, 3, 9, 10))], 0, &rows).await.expect("append");
+    }
+    // Yesterday stays live whatever its rows; the day before it is held by its pending rows.
+    assert!(s.lifecycle.retire_outbox_days(at(2026, 3, 10, 12)).await.expect("retire").is_empty());
+    assert!(s.lifecycle.retire_outbox_days(at(2026, 3, 11, 12)).await.expect("retire").is_empty());
+    let claimed = s.outbox.pending(10, at(2026, 3, 9, 11)).await.expect("claim");
+    assert_eq!(claimed.len(), 4);
+    for c in &claimed {
+        if c.load_id == "A" {
+            s.outbox.mark_dispatched(&c.id, c.claim_token, "r", at(2026, 3, 9, 11)).await.expect("mark");
+        } else {
+            let dead = load_agent_store::NextAttempt::Dead;
+            s.outbox
+                .mark_failed(&c.id, c.claim_token, "permanent", dead, at(2026, 3, 9, 11))
+                .await
+                .expect("bury");
+        }
+    }
+    let retired = s.lifecycle.retire_outbox_days(at(2026, 3, 11, 12)).await.expect("retire");
+    assert_eq!(retired, ["outbox_p2026_03_09"]);
+    assert!(s.lifecycle.retire_outbox_days(at(2026, 3, 11, 13)).await.expect("again").is_empty());
+
+    let listed = s.lifecycle.partitions().await.expect("partitions");
+    assert!(
+        listed.iter().any(|p| p.table == "outbox_retired" && p.name == "outbox_p2026_03_09"),
+        "{listed:?}"
+    );
+    let live =
+        scalar_text(&pool, "SELECT tableoid::regclass::text FROM outbox WHERE load_id = $1", "A").await;
+    assert!(live.is_empty(), "A's delivered rows left the live outbox: {live:?}");
+    let a_rows = s.outbox.rows_for_load("A").await.expect("rows");
+    assert_eq!(a_rows.len(), 2, "{a_rows:?}");
+    assert!(a_rows.iter().all(|r| r.receipt.as_deref() == Some("r")), "{a_rows:?}");
+    let b_live = scalar_text(
+        &pool,
+        "SELECT tableoid::regclass::text || ':' || status FROM outbox WHERE load_id = $1",
+        "B",
+    )
+    .await;
+    assert_eq!(b_live, ["outbox_default:dead", "outbox_default:dead"], "dead rows stay live");
+    assert_eq!(s.outbox.rows_for_load("B").await.expect("rows").len(), 2);
+    assert!(s.outbox.pending(10, at(2026, 3, 11, 12)).await.expect("claim").is_empty());
+
+    let day = NaiveDate::from_ymd_opt(2026, 3, 9).expect("a day");
+    let dropped = s.lifecycle.drop_outbox_day(day, at(2026, 1, 1, 0)).await.expect("drop the retired day");
+    assert_eq!((dropped.dropped, dropped.kept_dead), (2, 0));
+    assert!(s.outbox.rows_for_load("A").await.expect("rows").is_empty());
+    assert_eq!(s.outbox.rows_for_load("B").await.expect("rows").len(), 2, "B's dead rows are not the day's");
 }
