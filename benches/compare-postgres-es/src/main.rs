@@ -55,8 +55,10 @@ use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
 use cqrs_es::{Aggregate, DomainEvent};
 use load_agent_domain::LogEntry;
 use load_agent_runtime::{GroupCommit, GroupCommitConfig};
-use load_agent_store::{AppendError, AppendRequest, EventStore, PgStore, StoreOptions};
-use load_agent_testkit::store::{Intercept, Intercepted, agent_append};
+use load_agent_store::{
+    AppendError, AppendRequest, EventStore, Lifecycle, PartitionPlan, PgStore, StoreOptions,
+};
+use load_agent_testkit::store::{Intercept, Intercepted, agent_append, base_time};
 use postgres_es::PostgresEventRepository;
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -338,6 +340,9 @@ async fn run_load_agent(args: &Args, schema: &str, grouped: bool) -> Result<Repo
     let options =
         StoreOptions { max_connections: u32::try_from(args.writers)?.max(2), ..StoreOptions::default() };
     let pg = PgStore::connect_in_schema_with(&args.url, schema, &options).await?;
+    // The appends' clock is the testkit's `base_time()`: make that month's and day's partitions,
+    // as a running service has today's, so that rows do not all land in the default partitions.
+    pg.ensure_partitions(base_time(), &PartitionPlan::default()).await?;
     let timed = Arc::new(Intercepted::new(Arc::new(pg.clone()), Timed::default()));
     let (name, store): (_, Arc<dyn EventStore>) = if grouped {
         ("load-agent GroupCommit", Arc::new(GroupCommit::new(timed.clone(), args.group)))

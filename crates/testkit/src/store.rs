@@ -32,12 +32,22 @@ pub fn bench_database_url() -> String {
 pub async fn bench_postgres(name: &str, options: &StoreOptions) -> PgStore {
     let url = bench_database_url();
     let schema = format!("bench_{name}_{}", uuid::Uuid::new_v4().simple());
-    PgStore::connect_in_schema_with(&url, &schema, options).await.unwrap_or_else(|e| {
+    let store = PgStore::connect_in_schema_with(&url, &schema, options).await.unwrap_or_else(|e| {
         panic!(
             "the {name} bench needs Postgres at {url} (set BENCH_DATABASE_URL or DATABASE_URL; \
              create it with `createdb -h 127.0.0.1 -U postgres bench`): {e}"
         )
-    })
+    });
+    // The benches' clock is `base_time()`: their rows go to that month's and day's partitions,
+    // as a running service's go to today's, not to the default partitions.
+    load_agent_store::Lifecycle::ensure_partitions(
+        &store,
+        base_time(),
+        &load_agent_store::PartitionPlan::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the {name} bench's partitions around its clock: {e}"));
+    store
 }
 
 /// One append of the agent's shape: an inbound SMS (about 300 bytes of text), its decision
