@@ -36,7 +36,8 @@ CREATE INDEX outbox_retired_dead_idx ON outbox_retired (dead_at) WHERE status = 
 CREATE INDEX outbox_retired_dead_load_idx ON outbox_retired (load_id, dead_at) WHERE status = 'dead';
 
 -- Retires the outbox partition of `day` unless one of its rows is pending (returns false, moves
--- nothing). Its dead rows move to `outbox_default`, where the dead-letter views and retention
+-- nothing; false too for a day retired already). The caller holds the advisory lock that
+-- serializes `ensure` across services, so two services never retire one day at once. Its dead rows move to `outbox_default`, where the dead-letter views and retention
 -- find them; the partition itself is detached from `outbox` and attached to `outbox_retired`.
 --
 -- Locks: a CHECK constraint matching the day is added NOT VALID and validated first, under
@@ -55,6 +56,10 @@ DECLARE
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass(quote_ident(part))
                                                AND inhparent = 'outbox'::regclass) THEN
+        IF EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass(quote_ident(part))
+                                               AND inhparent = 'outbox_retired'::regclass) THEN
+            RETURN false;  -- retired already (another service's run)
+        END IF;
         RAISE EXCEPTION 'no partition % of outbox', part USING ERRCODE = 'undefined_table';
     END IF;
     EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I WHERE status = ''pending'')', part) INTO pending;

@@ -89,8 +89,9 @@ pub fn run(settings: &Settings, command: PartitionsCommand) -> Result<(), CliErr
 /// Makes the store's partitions ahead (`lifecycle.*`, docs/operations.md) and retires the
 /// outbox's delivered days before yesterday, now and every `every`:
 /// a failure is logged and counted (`load_agent_partition_failures_total`) and tried again at the
-/// next run; with the default plan a week of failures still leaves no row without its partition
-/// (and a row without one waits in the default partition, never refused). No-op on SQLite.
+/// next run; with the default plan a day of failures still leaves no row without its partition
+/// (and a row without one waits in the default partition, never refused; a day not retired
+/// stays in the live outbox, only costing its appends and claims a little). No-op on SQLite.
 pub async fn keep_partitions(
     stores: load_agent_store::Stores,
     plan: load_agent_store::PartitionPlan,

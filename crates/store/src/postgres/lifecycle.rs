@@ -15,6 +15,8 @@ use crate::lifecycle::{
 
 /// One key for the advisory lock that serializes `ensure_partitions` across processes.
 const ENSURE_LOCK: i64 = 0x6c_6f_61_64_70_61_72_74; // "loadpart"
+/// Takes [`ENSURE_LOCK`] until the transaction ends.
+const TAKE_ENSURE_LOCK: &str = "SELECT pg_advisory_xact_lock($1)";
 
 /// How long `ensure_partitions` waits for a table lock before giving up until its next run: a
 /// partition is made under a short lock, and traffic must not queue behind a wait for it.
@@ -109,7 +111,7 @@ impl PgStore {
     ) -> Result<Vec<String>, StoreError> {
         let mut tx = self.pool.begin().await?;
         tx.execute(LOCK_TIMEOUT).await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(ENSURE_LOCK).execute(&mut *tx).await?;
+        sqlx::query(TAKE_ENSURE_LOCK).bind(ENSURE_LOCK).execute(&mut *tx).await?;
         let made: Vec<String> = match table {
             Some(table) => {
                 sqlx::query_scalar(ENSURE_MONTHS)
@@ -158,8 +160,10 @@ impl Lifecycle for PgStore {
         let mut retired = Vec::new();
         for (day, name) in days {
             // One day per transaction: the outbox's lock is held for one day's detach at most.
+            // Under `ensure`'s advisory lock: several services never retire one day at once.
             let mut tx = self.pool.begin().await?;
             tx.execute(LOCK_TIMEOUT).await?;
+            sqlx::query(TAKE_ENSURE_LOCK).bind(ENSURE_LOCK).execute(&mut *tx).await?;
             let moved: bool =
                 sqlx::query_scalar(RETIRE_OUTBOX_DAY).bind(day).fetch_one(&mut *tx).await.map_err(refusal)?;
             tx.commit().await?;

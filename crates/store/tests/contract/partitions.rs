@@ -410,6 +410,12 @@ async fn delivered_outbox_days_are_retired_read_back_and_dropped() {
     let retired = s.lifecycle.retire_outbox_days(at(2026, 3, 11, 12)).await.expect("retire");
     assert_eq!(retired, ["outbox_p2026_03_09"]);
     assert!(s.lifecycle.retire_outbox_days(at(2026, 3, 11, 13)).await.expect("again").is_empty());
+    // Another service's run that listed the day before it was retired finds nothing to do.
+    let again: bool = sqlx::query_scalar("SELECT load_agent_retire_outbox_day('2026-03-09')")
+        .fetch_one(&pool)
+        .await
+        .expect("retire a retired day");
+    assert!(!again);
 
     let listed = s.lifecycle.partitions().await.expect("partitions");
     assert!(
