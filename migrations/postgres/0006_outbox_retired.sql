@@ -7,38 +7,15 @@
 -- The append, the claim, the marks and the relay's lag see only `outbox`: yesterday, today, the
 -- days made ahead and the default partition.
 
-CREATE TABLE outbox_retired (
-    id               text        NOT NULL,
-    position         bigint      NOT NULL,
-    load_id          text        NOT NULL,
-    load_version     bigint      NOT NULL,
-    destination      text        NOT NULL,
-    action           text        NOT NULL,
-    status           text        NOT NULL DEFAULT 'pending',
-    claim_token      uuid,
-    lease_until      timestamptz,
-    retry_at         timestamptz,
-    attempts         integer     NOT NULL DEFAULT 0,
-    first_attempt_at timestamptz,
-    last_failure     text,
-    receipt          text,
-    created_at       timestamptz NOT NULL,
-    dispatched_at    timestamptz,
-    dead_at          timestamptz,
-    CONSTRAINT outbox_retired_pkey PRIMARY KEY (id, created_at),
-    -- named as the outbox's: an attached partition must hold its parent's CHECKs by name
-    CONSTRAINT outbox_status_check CHECK (status IN ('pending', 'dispatched', 'dead'))
-) PARTITION BY RANGE (created_at);
--- The same indexes as the outbox's, so that a retired day's indexes are adopted as they are.
-CREATE INDEX outbox_retired_pending_idx ON outbox_retired (position) WHERE status = 'pending';
-CREATE INDEX outbox_retired_load_idx ON outbox_retired (load_id, destination, status, load_version, position);
-CREATE INDEX outbox_retired_dead_idx ON outbox_retired (dead_at) WHERE status = 'dead';
-CREATE INDEX outbox_retired_dead_load_idx ON outbox_retired (load_id, dead_at) WHERE status = 'dead';
+-- The outbox's columns, defaults, CHECK constraints (by name: an attached partition must hold
+-- its parent's) and indexes, so that a retired day's indexes are adopted as they are.
+CREATE TABLE outbox_retired (LIKE outbox INCLUDING ALL) PARTITION BY RANGE (created_at);
 
 -- Retires the outbox partition of `day` unless one of its rows is pending (returns false, moves
--- nothing; false too for a day retired already). The caller holds the advisory lock that
--- serializes `ensure` across services, so two services never retire one day at once. Its dead rows move to `outbox_default`, where the dead-letter views and retention
--- find them; the partition itself is detached from `outbox` and attached to `outbox_retired`.
+-- nothing; false too for a day retired already). Its dead rows move to `outbox_default`, where
+-- the dead-letter views and retention find them; the partition itself is detached from `outbox`
+-- and attached to `outbox_retired`. The caller holds the advisory lock that serializes `ensure`
+-- across services, so two services never retire one day at once.
 --
 -- Locks: a CHECK constraint matching the day is added NOT VALID and validated first, under
 -- SHARE UPDATE EXCLUSIVE on the partition only (traffic goes on while it reads the day); the

@@ -285,17 +285,10 @@ async fn the_migration_moves_an_existing_database_into_partitions() {
     src.cleanup().await;
 }
 
-/// Retention drops an outbox day once nothing in it is pending, keeping its recent dead rows;
-/// a timers month once none is scheduled; and a log month only when it holds exactly what the
-/// archive holds, with its directory and summary rows. A refusal drops nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn retention_drops_only_what_may_go_and_refuses_the_rest() {
-    use load_agent_store::{RetentionWindows, StoreError};
-    let h = PgHarness::new().await;
-    let pool = h.pg().pool().clone();
-    let s = h.stores();
+/// Partitions around 10 March 2026, and two loads, A and B, registered on 9 March with two
+/// outbox rows each, created that day.
+async fn two_loads_on_9_march(s: &load_agent_store::Stores) {
     s.lifecycle.ensure_partitions(at(2026, 3, 10, 0), &PartitionPlan::default()).await.expect("ensure");
-    // Two loads registered on 9 March; their outbox rows are created that day.
     for load in ["A", "B"] {
         let rows = [
             row(load, &format!("{load}-sms"), Destination::Sms, 1),
@@ -303,12 +296,10 @@ async fn retention_drops_only_what_may_go_and_refuses_the_rest() {
         ];
         s.events.append(load, &[sms(load, "e1", at(2026, 3, 9, 10))], 0, &rows).await.expect("append");
     }
-    let day = NaiveDate::from_ymd_opt(2026, 3, 9).expect("a day");
-    let march = NaiveDate::from_ymd_opt(2026, 3, 1).expect("a month");
-    // A pending row: the day is refused, nothing dropped.
-    let refused = s.lifecycle.drop_outbox_day(day, at(2026, 1, 1, 0)).await;
-    assert!(matches!(refused, Err(StoreError::Refused(ref m)) if m.contains("pending")), "{refused:?}");
-    // Deliver A's rows, kill B's: the day goes, B's dead rows (recent) are kept.
+}
+
+/// Claims the four rows of [`two_loads_on_9_march`]; A's are delivered, B's die.
+async fn deliver_a_bury_b(s: &load_agent_store::Stores) {
     let claimed = s.outbox.pending(10, at(2026, 3, 9, 11)).await.expect("claim");
     assert_eq!(claimed.len(), 4);
     for c in &claimed {
@@ -322,6 +313,25 @@ async fn retention_drops_only_what_may_go_and_refuses_the_rest() {
                 .expect("bury");
         }
     }
+}
+
+/// Retention drops an outbox day once nothing in it is pending, keeping its recent dead rows;
+/// a timers month once none is scheduled; and a log month only when it holds exactly what the
+/// archive holds, with its directory and summary rows. A refusal drops nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_drops_only_what_may_go_and_refuses_the_rest() {
+    use load_agent_store::{RetentionWindows, StoreError};
+    let h = PgHarness::new().await;
+    let pool = h.pg().pool().clone();
+    let s = h.stores();
+    two_loads_on_9_march(s).await;
+    let day = NaiveDate::from_ymd_opt(2026, 3, 9).expect("a day");
+    let march = NaiveDate::from_ymd_opt(2026, 3, 1).expect("a month");
+    // A pending row: the day is refused, nothing dropped.
+    let refused = s.lifecycle.drop_outbox_day(day, at(2026, 1, 1, 0)).await;
+    assert!(matches!(refused, Err(StoreError::Refused(ref m)) if m.contains("pending")), "{refused:?}");
+    // Deliver A's rows, kill B's: the day goes, B's dead rows (recent) are kept.
+    deliver_a_bury_b(s).await;
     let dropped = s.lifecycle.drop_outbox_day(day, at(2026, 1, 1, 0)).await.expect("drop the day");
     assert_eq!((dropped.dropped, dropped.kept_dead), (2, 2));
     let left = scalar_text(
@@ -383,30 +393,11 @@ async fn delivered_outbox_days_are_retired_read_back_and_dropped() {
     let h = PgHarness::new().await;
     let pool = h.pg().pool().clone();
     let s = h.stores();
-    s.lifecycle.ensure_partitions(at(2026, 3, 10, 0), &PartitionPlan::default()).await.expect("ensure");
-    for load in ["A", "B"] {
-        let rows = [
-            row(load, &format!("{load}-sms"), Destination::Sms, 1),
-            row(load, &format!("{load}-tms"), Destination::Tms, 1),
-        ];
-        s.events.append(load, &[sms(load, "e1", at(2026, 3, 9, 10))], 0, &rows).await.expect("append");
-    }
+    two_loads_on_9_march(s).await;
     // Yesterday stays live whatever its rows; the day before it is held by its pending rows.
     assert!(s.lifecycle.retire_outbox_days(at(2026, 3, 10, 12)).await.expect("retire").is_empty());
     assert!(s.lifecycle.retire_outbox_days(at(2026, 3, 11, 12)).await.expect("retire").is_empty());
-    let claimed = s.outbox.pending(10, at(2026, 3, 9, 11)).await.expect("claim");
-    assert_eq!(claimed.len(), 4);
-    for c in &claimed {
-        if c.load_id == "A" {
-            s.outbox.mark_dispatched(&c.id, c.claim_token, "r", at(2026, 3, 9, 11)).await.expect("mark");
-        } else {
-            let dead = load_agent_store::NextAttempt::Dead;
-            s.outbox
-                .mark_failed(&c.id, c.claim_token, "permanent", dead, at(2026, 3, 9, 11))
-                .await
-                .expect("bury");
-        }
-    }
+    deliver_a_bury_b(s).await;
     let retired = s.lifecycle.retire_outbox_days(at(2026, 3, 11, 12)).await.expect("retire");
     assert_eq!(retired, ["outbox_p2026_03_09"]);
     assert!(s.lifecycle.retire_outbox_days(at(2026, 3, 11, 13)).await.expect("again").is_empty());
