@@ -32,11 +32,6 @@ WHERE p.oid IN ('log_entries'::regclass, 'outbox'::regclass, 'outbox_retired'::r
 ORDER BY 1, 2
 "#;
 
-/// The live outbox's day partitions (not the default), for [`Lifecycle::retire_outbox_days`].
-const LIVE_OUTBOX_DAYS: &str = r#"
-SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid AND c.relkind = 'r'
-WHERE i.inhparent = 'outbox'::regclass ORDER BY 1
-"#;
 const RETIRE_OUTBOX_DAY: &str = "SELECT load_agent_retire_outbox_day($1)";
 const DROP_LOG_MONTH: &str = "SELECT load_agent_drop_log_month($1, $2, $3)";
 const DROP_OUTBOX_DAY: &str = "SELECT dropped, kept FROM load_agent_drop_outbox_day($1, $2)";
@@ -150,10 +145,13 @@ impl Lifecycle for PgStore {
 
     async fn retire_outbox_days(&self, now: DateTime<Utc>) -> Result<Vec<String>, StoreError> {
         let yesterday = now.date_naive().pred_opt().unwrap_or(NaiveDate::MIN);
-        let names: Vec<String> = sqlx::query_scalar(LIVE_OUTBOX_DAYS).fetch_all(&self.pool).await?;
-        let mut days: Vec<(NaiveDate, String)> = names
+        // The live outbox's day partitions (its default partition has no day).
+        let mut days: Vec<(NaiveDate, String)> = self
+            .partitions()
+            .await?
             .into_iter()
-            .filter_map(|name| outbox_partition_day(&name).map(|day| (day, name)))
+            .filter(|p| p.table == "outbox")
+            .filter_map(|p| outbox_partition_day(&p.name).map(|day| (day, p.name)))
             .filter(|(day, _)| *day < yesterday)
             .collect();
         days.sort();

@@ -340,16 +340,15 @@ impl Outbox for PgStore {
         Ok(to_u64(n))
     }
 
-    /// The live outbox's rows and the retired days' (migration 0006), in the load's order.
+    /// The live outbox's rows and the retired days' (migration 0006, `outbox_retired` has the
+    /// outbox's columns in its order), in the load's order.
     async fn rows_for_load(&self, load_id: &str) -> Result<Vec<OutboxRowView>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, load_id, destination, action, load_version, status, attempts, first_attempt_at, \
-             lease_until, retry_at, last_failure, receipt, created_at, dispatched_at, dead_at, position \
-             FROM outbox WHERE load_id = $1 \
-             UNION ALL \
-             SELECT id, load_id, destination, action, load_version, status, attempts, first_attempt_at, \
-             lease_until, retry_at, last_failure, receipt, created_at, dispatched_at, dead_at, position \
-             FROM outbox_retired WHERE load_id = $1 ORDER BY load_version, position",
+             lease_until, retry_at, last_failure, receipt, created_at, dispatched_at, dead_at \
+             FROM (SELECT * FROM outbox WHERE load_id = $1 \
+                   UNION ALL SELECT * FROM outbox_retired WHERE load_id = $1) AS o \
+             ORDER BY load_version, position",
         )
         .bind(load_id)
         .fetch_all(&self.pool)
