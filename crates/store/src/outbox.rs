@@ -187,7 +187,8 @@ pub trait Outbox: Send + Sync {
     /// The relay's lag: how long the longest-waiting undelivered row has waited, leaving out the
     /// waits the agent chose. A row deferred without a failed attempt (a send limit: `attempts`
     /// 0, `retry_at` ahead) is not late, nor are the rows of its load and destination queued
-    /// behind it (the claim's per-load order); once its `retry_at` passes it waits from then. A
+    /// behind it (the claim's per-load order); once its `retry_at` passes it waits from then, and
+    /// so do the rows that were queued behind it, also after it is delivered. A
     /// row that failed and waits out its backoff counts from its creation: delivery is failing.
     /// Claimed rows count (not delivered yet). `None` when no row waits. Looks at the first
     /// [`DUE_ROWS_EXAMINED`] such rows in insertion order (the rows the relay takes next), so

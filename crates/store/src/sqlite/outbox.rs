@@ -38,11 +38,17 @@ LIMIT ?2
 "#;
 
 /// The relay's lag ([`Outbox::relay_lag`]), by the Postgres store's rules (`postgres/outbox.rs`,
-/// `RELAY_LAG`); times are stored as fixed-width text, so text order is time order.
+/// `RELAY_LAG`); times are stored as fixed-width text, so text order is time order. SQLite's
+/// `max(a, b, ...)` is NULL when one argument is: each is given `created_at` in place of NULL.
 const RELAY_LAG: &str = r#"
-SELECT min(CASE WHEN d.attempts = 0 THEN max(d.created_at, coalesce(d.retry_at, d.created_at))
+SELECT min(CASE WHEN d.attempts = 0 THEN max(d.created_at, coalesce(d.retry_at, d.created_at), coalesce((
+                    SELECT max(p.retry_at) FROM outbox AS p
+                    WHERE p.load_id = d.load_id AND p.destination = d.destination AND p.status = 'dispatched'
+                      AND p.attempts = 0 AND (p.load_version, p.position) < (d.load_version, d.position)),
+                    d.created_at))
                 ELSE d.created_at END) FROM (
-    SELECT c.created_at, c.retry_at, c.attempts FROM outbox AS c
+    SELECT c.created_at, c.retry_at, c.attempts, c.load_id, c.destination, c.load_version, c.position
+    FROM outbox AS c
     WHERE c.status = 'pending'
       AND (c.attempts > 0 OR c.retry_at IS NULL OR c.retry_at <= ?1)
       AND NOT EXISTS (

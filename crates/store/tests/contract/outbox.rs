@@ -239,8 +239,9 @@ pub async fn rows_of_a_load_go_out_in_commit_order_per_destination<H: StoreHarne
 }
 
 /// The relay's lag leaves out the waits the agent chose: a row deferred by a send limit (no
-/// failed attempt) and the rows queued behind it are backlog, not lag, until its `retry_at`; a
-/// claimed row still counts; a failing row waiting out its backoff counts from its creation.
+/// failed attempt) and the rows queued behind it are backlog, not lag, until its `retry_at`,
+/// also once it is delivered; a claimed row still counts; a failing row waiting out its backoff
+/// counts from its creation.
 pub async fn the_relay_lag_leaves_out_chosen_waits<H: StoreHarness>(h: &H) {
     let (events, outbox) = (&h.stores().events, &h.stores().outbox);
     assert_eq!(outbox.relay_lag(t(0)).await.expect("lag"), None);
@@ -294,6 +295,16 @@ pub async fn the_relay_lag_leaves_out_chosen_waits<H: StoreHarness>(h: &H) {
     }
     assert_eq!(outbox.relay_lag(t(999)).await.expect("lag"), None);
     assert_eq!(outbox.relay_lag(t(1010)).await.expect("lag"), Some(Duration::from_secs(10)), "from retry_at");
+    // s1 is delivered at last; s2, created at t(1), queued behind its send limit until t(1000):
+    // a chosen wait, so s2 waits from there, not from its creation.
+    let last = outbox.pending(10, t(1010)).await.expect("claim");
+    assert_eq!(ids(&last), ["s1"]);
+    outbox.mark_dispatched("s1", last[0].claim_token, "r", t(1010)).await.expect("mark");
+    assert_eq!(
+        outbox.relay_lag(t(1011)).await.expect("lag"),
+        Some(Duration::from_secs(11)),
+        "behind a deferred row: from its retry_at"
+    );
 }
 
 pub async fn monitoring_queries_and_rows_for_load<H: StoreHarness>(h: &H) {
