@@ -74,17 +74,21 @@ const HELD: &str = "id = $1 AND claim_token = $2 AND created_at = $3 AND status 
 /// The relay's lag ([`Outbox::relay_lag`]): among the first waiting rows in insertion order (the
 /// claim's per-load order, no lease test: a claimed row is not delivered yet; a row deferred
 /// without a failure is not waiting until its `retry_at`), the earliest start of a wait. A row
-/// never failed waits from the latest of its `created_at`, its own `retry_at` and the `retry_at`
-/// of the delivered rows ahead of it in its load and destination that were deferred and never
-/// failed (it queued behind them while they waited out their send limit: a wait the agent
-/// chose); a failing one waits from `created_at`. The rows ahead are looked up only for the
-/// rows examined (`outbox_load_idx`, the delivered rows of one load and destination). `$2` is
+/// never failed waits from the latest of its `created_at`, its own `retry_at` and, when the last
+/// delivered row ahead of it in its load and destination was deferred and never failed, that
+/// row's `retry_at` (it queued behind that row's send limit: a wait the agent chose; a send
+/// limit's deferrals of one contact end in order, so the last row ahead has the latest). A
+/// failing row waits from `created_at`. The row ahead is one backward probe of
+/// `outbox_load_idx` per row examined: its latest row, not every delivered row of the load,
+/// whose number grows with the load's life (reading them all made the query ten times dearer
+/// and, run every second, starved a saturated server; docs/capacity.md). `$2` is
 /// [`DUE_ROWS_EXAMINED`].
 const RELAY_LAG: &str = r#"
 SELECT min(CASE WHEN d.attempts = 0 THEN greatest(d.created_at, d.retry_at, (
-                    SELECT max(p.retry_at) FROM outbox AS p
+                    SELECT CASE WHEN p.attempts = 0 THEN p.retry_at END FROM outbox AS p
                     WHERE p.load_id = d.load_id AND p.destination = d.destination AND p.status = 'dispatched'
-                      AND p.attempts = 0 AND (p.load_version, p.position) < (d.load_version, d.position)))
+                      AND (p.load_version, p.position) < (d.load_version, d.position)
+                    ORDER BY p.load_version DESC, p.position DESC LIMIT 1))
                 ELSE d.created_at END) FROM (
     SELECT c.created_at, c.retry_at, c.attempts, c.load_id, c.destination, c.load_version, c.position
     FROM outbox AS c

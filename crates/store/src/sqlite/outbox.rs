@@ -42,9 +42,10 @@ LIMIT ?2
 /// `max(a, b, ...)` is NULL when one argument is: each is given `created_at` in place of NULL.
 const RELAY_LAG: &str = r#"
 SELECT min(CASE WHEN d.attempts = 0 THEN max(d.created_at, coalesce(d.retry_at, d.created_at), coalesce((
-                    SELECT max(p.retry_at) FROM outbox AS p
+                    SELECT CASE WHEN p.attempts = 0 THEN p.retry_at END FROM outbox AS p
                     WHERE p.load_id = d.load_id AND p.destination = d.destination AND p.status = 'dispatched'
-                      AND p.attempts = 0 AND (p.load_version, p.position) < (d.load_version, d.position)),
+                      AND (p.load_version, p.position) < (d.load_version, d.position)
+                    ORDER BY p.load_version DESC, p.position DESC LIMIT 1),
                     d.created_at))
                 ELSE d.created_at END) FROM (
     SELECT c.created_at, c.retry_at, c.attempts, c.load_id, c.destination, c.load_version, c.position
