@@ -55,21 +55,30 @@ RETURNING o.id, o.position, o.load_id, o.destination, o.action, o.load_version, 
 "#;
 
 /// Marks a batch of delivered rows in one statement: each row of the arrays is applied only
-/// while its own token holds its row (the `HELD` guard, row by row). The ids returned are the
+/// while its own token holds its row (the `HELD` guard, row by row: key and token, each row
+/// looked up by its primary key). The ids returned are the
 /// rows marked; a row not returned was stale and is unchanged. Each row is looked up in its own
 /// day's partition (`created_at`, run-time pruning per row).
 const MARK_DISPATCHED_BATCH: &str = r#"
 UPDATE outbox AS o
 SET status = 'dispatched', receipt = m.receipt, dispatched_at = $4, claim_token = NULL, lease_until = NULL
 FROM unnest($1::text[], $2::uuid[], $3::text[], $5::timestamptz[]) AS m(id, token, receipt, created_at)
-WHERE o.id = m.id AND o.created_at = m.created_at AND o.claim_token = m.token AND o.status = 'pending'
+WHERE o.id = m.id AND o.created_at = m.created_at AND o.claim_token = m.token
 RETURNING o.id
 "#;
 
 /// The guard of every mark: the claim still holds the row. `created_at = $3` names the row's
 /// day partition, which Postgres prunes to when the plan starts: a mark opens one partition, not
 /// every day's primary key.
-const HELD: &str = "id = $1 AND claim_token = $2 AND created_at = $3 AND status = 'pending'";
+///
+/// A claim token is only ever set on a pending row (the claim sets it; every mark that changes
+/// the status clears it, as every version of this store did), so the token is the guard and the
+/// marks do not repeat `status = 'pending'`. Written out, that condition matches the predicate of
+/// `outbox_pending_idx`, and a generic plan made while few rows were pending (statistics taken
+/// on a quiet outbox) read the whole partial index per mark, filtering on the id, instead of
+/// probing the primary key: each mark then cost as much as the backlog was long, which slowed
+/// the relay most when it was behind (docs/performance.md, "The marks' plan").
+const HELD: &str = "id = $1 AND claim_token = $2 AND created_at = $3";
 
 /// The relay's lag ([`Outbox::relay_lag`]): among the first waiting rows in insertion order (the
 /// claim's per-load order, no lease test: a claimed row is not delivered yet; a row deferred
@@ -105,8 +114,9 @@ SELECT min(CASE WHEN d.attempts = 0 THEN greatest(d.created_at, d.retry_at, (
 "#;
 
 /// A claimed row's `created_at`, for a claim this store did not make (or no longer remembers).
-const CLAIMED_AT: &str =
-    "SELECT created_at FROM outbox WHERE id = $1 AND claim_token = $2 AND status = 'pending'";
+/// Key and token, as [`HELD`] (no status condition: it would let a generic plan scan the pending
+/// rows' index instead of probing the primary key).
+const CLAIMED_AT: &str = "SELECT created_at FROM outbox WHERE id = $1 AND claim_token = $2";
 
 /// How many live claims' `created_at` a store remembers (its relay's batches under their leases).
 const CLAIMS_REMEMBERED: u64 = 100_000;

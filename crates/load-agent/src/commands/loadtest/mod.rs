@@ -637,6 +637,16 @@ fn print_summary(r: &Report) {
             m.committed_events_per_sec,
             m.event_to_commit_p99_ms
         );
+        for st in m.server.iter().flat_map(|s| &s.statements) {
+            println!(
+                "      {:>3.0} % of statement time, {:>7} calls, {:>7.2} ms/call{}  {}",
+                st.share_of_exec * 100.0,
+                st.calls,
+                st.ms_per_call,
+                st.us_per_row.map_or(String::new(), |us| format!(", {us:>6.0} µs/row")),
+                st.query
+            );
+        }
     }
     for s in &r.server_shortfalls {
         println!("  the server: {s}");

@@ -1,9 +1,11 @@
 //! What Postgres wrote for the service, minute by minute: the write-ahead log, its full-page
 //! images and flushes, checkpoints and the store's size, sampled at each minute of the measured
 //! window so that a rate that changes over a run can be read beside what each event cost the
-//! server (docs/capacity.md, "Minute by minute").
+//! server (docs/capacity.md, "Minute by minute"); where `pg_stat_statements` is installed in
+//! the database, each minute also names the statements that took most of the server's time
+//! ("Which statement grows").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -11,7 +13,7 @@ use serde::Serialize;
 use super::probe::Probe;
 
 /// The server's cumulative counters at one instant.
-#[derive(Debug, Clone, Copy, Default, sqlx::FromRow)]
+#[derive(Debug, Clone, Default, sqlx::FromRow)]
 pub struct ServerSample {
     /// Bytes of write-ahead log since the cluster began (`pg_current_wal_lsn`).
     pub wal_bytes: f64,
@@ -33,7 +35,33 @@ pub struct ServerSample {
     /// it, so long-lived connections are what this counts).
     #[sqlx(skip)]
     pub server_cpu_secs: Option<f64>,
+    /// This database's statements in `pg_stat_statements`; `None` where the extension is not
+    /// installed in it (or not preloaded).
+    #[sqlx(skip)]
+    pub statements: Option<Vec<StatementTotals>>,
 }
+
+/// One statement's cumulative counters in `pg_stat_statements`.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct StatementTotals {
+    pub queryid: i64,
+    /// The statement's text, whitespace folded, cut at 80 characters.
+    pub query: String,
+    pub calls: i64,
+    pub exec_ms: f64,
+    pub rows: i64,
+}
+
+/// Every statement of this database `pg_stat_statements` has seen (a few hundred rows at most).
+const STATEMENTS: &str = r#"
+SELECT queryid, left(regexp_replace(query, '\s+', ' ', 'g'), 80) AS query, calls,
+       total_exec_time AS exec_ms, rows
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND queryid IS NOT NULL
+"#;
+
+/// How many statements each minute names.
+const STATEMENTS_PER_MINUTE: usize = 3;
 
 /// Postgres 15's statistics views; the store's tables as the autovacuum stand-in names them.
 const SAMPLE: &str = concat!(
@@ -97,6 +125,20 @@ pub struct ServerMinute {
     /// machine.
     pub server_cpu_us_per_event: Option<f64>,
     pub server_cores: Option<f64>,
+    /// The statements that took most of the server's execution time in the minute, most first
+    /// (empty without `pg_stat_statements`).
+    pub statements: Vec<StatementMinute>,
+}
+
+/// One statement's minute: its share of the execution time of every statement of the database,
+/// and its cost per call and per row (a row: a load of a group-commit append, a claimed row).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatementMinute {
+    pub query: String,
+    pub calls: u64,
+    pub share_of_exec: f64,
+    pub ms_per_call: f64,
+    pub us_per_row: Option<f64>,
 }
 
 /// Samples the server at `from`, then every minute until `to` (and at `to`), while the test
@@ -112,6 +154,7 @@ pub async fn sample_minutes(url: String, from: Instant, to: Instant) -> Vec<(Ins
         match sqlx::query_as::<_, ServerSample>(SAMPLE).fetch_one(&pool).await {
             Ok(mut s) => {
                 s.server_cpu_secs = local.then(postgres_cpu_secs).flatten();
+                s.statements = sqlx::query_as::<_, StatementTotals>(STATEMENTS).fetch_all(&pool).await.ok();
                 out.push((Instant::now(), s));
             }
             Err(e) => {
@@ -242,7 +285,39 @@ fn server_minute(
         store_mib: s1.store_bytes / (1024.0 * 1024.0),
         server_cpu_us_per_event: cpu.map(|c| c * 1e6 / ev),
         server_cores: cpu.map(|c| c / secs),
+        statements: match (&s0.statements, &s1.statements) {
+            (Some(a), Some(b)) => top_statements(a, b, STATEMENTS_PER_MINUTE),
+            _ => Vec::new(),
+        },
     }
+}
+
+/// The `n` statements with the most execution time between two snapshots. A statement new in
+/// the later one counts from zero, and so does one whose counters went down (reset, or evicted
+/// and seen again).
+fn top_statements(before: &[StatementTotals], after: &[StatementTotals], n: usize) -> Vec<StatementMinute> {
+    let before: HashMap<i64, &StatementTotals> = before.iter().map(|s| (s.queryid, s)).collect();
+    let mut deltas: Vec<(&StatementTotals, i64, f64, i64)> = after
+        .iter()
+        .map(|s| match before.get(&s.queryid).filter(|b| b.calls <= s.calls) {
+            Some(b) => (s, s.calls - b.calls, s.exec_ms - b.exec_ms, s.rows - b.rows),
+            None => (s, s.calls, s.exec_ms, s.rows),
+        })
+        .filter(|(_, calls, _, _)| *calls > 0)
+        .collect();
+    let total: f64 = deltas.iter().map(|d| d.2).sum();
+    deltas.sort_by(|a, b| b.2.total_cmp(&a.2));
+    deltas
+        .into_iter()
+        .take(n)
+        .map(|(s, calls, ms, rows)| StatementMinute {
+            query: s.query.clone(),
+            calls: calls.unsigned_abs(),
+            share_of_exec: ms / total.max(1e-9),
+            ms_per_call: ms / calls as f64,
+            us_per_row: (rows > 0).then(|| ms * 1000.0 / rows as f64),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -268,6 +343,7 @@ mod tests {
                 store_mib: 1_000.0,
                 server_cpu_us_per_event: None,
                 server_cores: None,
+                statements: Vec::new(),
             }),
         }
     }
@@ -324,6 +400,7 @@ mod tests {
             blks_read: 0,
             store_bytes: 0.0,
             server_cpu_secs: Some(10.0),
+            statements: None,
         };
         let s1 = ServerSample {
             wal_bytes: 1_000.0 + 600_000.0,
@@ -336,6 +413,7 @@ mod tests {
             blks_read: 100,
             store_bytes: 2.0 * 1024.0 * 1024.0,
             server_cpu_secs: Some(10.0 + 0.6),
+            statements: None,
         };
         let m = server_minute(600, t0, &s0, t1, &s1);
         assert_eq!(m.wal_bytes_per_event, 1_000.0);
@@ -350,5 +428,34 @@ mod tests {
         assert_eq!(m.store_mib, 2.0);
         assert!((m.server_cpu_us_per_event.unwrap_or_default() - 1_000.0).abs() < 1e-6);
         assert!((m.server_cores.unwrap_or_default() - 0.01).abs() < 1e-9);
+        assert!(m.statements.is_empty(), "no pg_stat_statements, no statements");
+    }
+
+    fn totals(queryid: i64, calls: i64, exec_ms: f64, rows: i64) -> StatementTotals {
+        StatementTotals { queryid, query: format!("q{queryid}"), calls, exec_ms, rows }
+    }
+
+    #[test]
+    fn a_minute_names_the_statements_that_took_the_server_s_time() {
+        let before = [totals(1, 100, 1_000.0, 1_000), totals(2, 50, 100.0, 0), totals(3, 10, 5.0, 10)];
+        let after = [
+            // The append: 600 calls, 1,200 ms, 6,000 loads in the minute.
+            totals(1, 700, 2_200.0, 7_000),
+            // Untouched in the minute: not named.
+            totals(2, 50, 100.0, 0),
+            // Reset since (fewer calls than before): counts from zero.
+            totals(3, 4, 200.0, 8),
+            // New: counts from zero.
+            totals(4, 100, 600.0, 0),
+        ];
+        let top = top_statements(&before, &after, 2);
+        assert_eq!(top.len(), 2);
+        assert_eq!((top[0].query.as_str(), top[0].calls), ("q1", 600));
+        assert!((top[0].share_of_exec - 1_200.0 / 2_000.0).abs() < 1e-9);
+        assert!((top[0].ms_per_call - 2.0).abs() < 1e-9);
+        assert_eq!(top[0].us_per_row, Some(200.0));
+        assert_eq!((top[1].query.as_str(), top[1].calls, top[1].us_per_row), ("q4", 100, None));
+        assert!((top[1].share_of_exec - 0.3).abs() < 1e-9);
+        assert!(top_statements(&before, &before, 3).is_empty(), "an idle minute names nothing");
     }
 }
