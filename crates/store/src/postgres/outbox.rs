@@ -55,10 +55,10 @@ RETURNING o.id, o.position, o.load_id, o.destination, o.action, o.load_version, 
 "#;
 
 /// Marks a batch of delivered rows in one statement: each row of the arrays is applied only
-/// while its own token holds its row (the `HELD` guard, row by row: key and token, each row
-/// looked up by its primary key). The ids returned are the
-/// rows marked; a row not returned was stale and is unchanged. Each row is looked up in its own
-/// day's partition (`created_at`, run-time pruning per row).
+/// while its own token holds its row (the `HELD` guard, row by row: key and token). The ids
+/// returned are the rows marked; a row not returned was stale and is unchanged. Each row is
+/// looked up by its primary key in its own day's partition (`created_at`, run-time pruning per
+/// row).
 const MARK_DISPATCHED_BATCH: &str = r#"
 UPDATE outbox AS o
 SET status = 'dispatched', receipt = m.receipt, dispatched_at = $4, claim_token = NULL, lease_until = NULL
