@@ -40,12 +40,23 @@ struct Backends {
     _sqlite_dir: tempfile::TempDir,
 }
 
+/// The bench store's pool: 24 connections, or `BENCH_PG_CONNECTIONS`. The pool lends its idle
+/// connections in turn, so one statement at a time over 24 open connections lands each time on a
+/// backend that has not run for 23 statements (docs/performance.md, "The marks' gap: the bench's
+/// pool").
+fn pg_connections() -> u32 {
+    std::env::var("BENCH_PG_CONNECTIONS").ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(24)
+}
+
 impl Backends {
     async fn open() -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let sqlite = SqliteStore::open(dir.path().join("bench.db")).await.expect("open SQLite").into_stores();
-        let pg_store =
-            bench_postgres("store", &StoreOptions { max_connections: 24, ..StoreOptions::default() }).await;
+        let pg_store = bench_postgres(
+            "store",
+            &StoreOptions { max_connections: pg_connections(), ..StoreOptions::default() },
+        )
+        .await;
         Backends { sqlite, postgres: pg_store.clone().into_stores(), pg_store, _sqlite_dir: dir }
     }
 

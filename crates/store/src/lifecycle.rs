@@ -215,6 +215,14 @@ pub trait Lifecycle: Send + Sync {
     /// Every partition, by table and name.
     async fn partitions(&self) -> Result<Vec<PartitionInfo>, StoreError>;
 
+    /// Analyzes the partitions whose planner statistics say empty while rows were written to
+    /// them since (a database-wide `ANALYZE` or `VACUUM` reached a partition made ahead before
+    /// its first row did); returns their names. A generic plan made from such statistics reads
+    /// the partition by a sequential scan once it fills (migrations/README.md, "Statistics of
+    /// new partitions"); the `ANALYZE` makes every session plan again. The service runs it every
+    /// minute; cheap when there is nothing to do (one catalog query).
+    async fn analyze_filled_partitions(&self) -> Result<Vec<String>, StoreError>;
+
     /// Drops the log partition of `month` (its first day), with its loads' directory and
     /// `load_summary` rows, after checking under lock that it holds exactly `archived` (each
     /// load and its last seq, as a verified archive holds them). [`StoreError::Refused`], with

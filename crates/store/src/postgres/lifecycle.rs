@@ -33,6 +33,7 @@ ORDER BY 1, 2
 "#;
 
 const RETIRE_OUTBOX_DAY: &str = "SELECT load_agent_retire_outbox_day($1)";
+const ANALYZE_FILLED_PARTITIONS: &str = "SELECT * FROM load_agent_analyze_filled_partitions()";
 const DROP_LOG_MONTH: &str = "SELECT load_agent_drop_log_month($1, $2, $3)";
 const DROP_OUTBOX_DAY: &str = "SELECT dropped, kept FROM load_agent_drop_outbox_day($1, $2)";
 const DROP_TIMER_MONTH: &str = "SELECT load_agent_drop_timer_month($1)";
@@ -185,6 +186,10 @@ impl Lifecycle for PgStore {
                 bytes,
             })
             .collect())
+    }
+
+    async fn analyze_filled_partitions(&self) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(ANALYZE_FILLED_PARTITIONS).fetch_all(&self.pool).await?)
     }
 
     async fn drop_log_month(&self, month: NaiveDate, archived: &[(String, u64)]) -> Result<u64, StoreError> {

@@ -101,7 +101,9 @@ impl PgStore {
         // Generic plans: a custom plan of a statement over partitioned tables is planned again at
         // every execution, over every partition (2-3 ms for the claim); a generic plan is planned
         // once per connection and prunes partitions when it runs (docs/performance.md,
-        // "Partitioned store").
+        // "Partitioned store"). No JIT: the store's statements are short, and a plan whose
+        // estimate crossed `jit_above_cost` (a generic plan's guesses over a long outbox) paid
+        // tens of milliseconds of compilation at every execution (docs/performance.md, "JIT").
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.acquire_timeout)
@@ -109,7 +111,9 @@ impl PgStore {
             // connection that broke (Postgres restarted) fails its next statement instead, is
             // closed by the pool, and the caller's retry gets a new one (tests/outage.rs).
             .test_before_acquire(false)
-            .connect_with(connect.clone().options([("plan_cache_mode", "force_generic_plan")]))
+            .connect_with(
+                connect.clone().options([("plan_cache_mode", "force_generic_plan"), ("jit", "off")]),
+            )
             .await?;
         MIGRATOR.run(&pool).await?;
         let lease = options.lease_delta()?;

@@ -198,6 +198,10 @@ impl crate::lifecycle::Lifecycle for SqliteStore {
         Ok(Vec::new())
     }
 
+    async fn analyze_filled_partitions(&self) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
+
     async fn drop_log_month(
         &self,
         _month: chrono::NaiveDate,

@@ -435,3 +435,65 @@ async fn delivered_outbox_days_are_retired_read_back_and_dropped() {
     assert!(s.outbox.rows_for_load("A").await.expect("rows").is_empty());
     assert_eq!(s.outbox.rows_for_load("B").await.expect("rows").len(), 2, "B's dead rows are not the day's");
 }
+
+/// The plan a session made while `log_entries_p2026_04` was analyzed empty reads it how?
+async fn april_scan(conn: &mut sqlx::PgConnection) -> String {
+    let plan: Vec<String> = sqlx::query_scalar("EXPLAIN EXECUTE april_version('L-42', '2026-04-01')")
+        .fetch_all(&mut *conn)
+        .await
+        .expect("explain");
+    plan.iter().find(|line| line.contains("log_entries_p2026_04")).cloned().unwrap_or_else(|| plan.join("\n"))
+}
+
+/// A database-wide `ANALYZE` that reaches next month's partition while it is empty leaves
+/// statistics that say "empty"; a session's generic plan made then reads the partition by a
+/// sequential scan, and goes on doing so once the month comes and the partition fills. The
+/// lifecycle's `analyze_filled_partitions` finds such a partition once rows were written to it,
+/// analyzes it, and every session plans again: the same prepared statement now uses an index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_analyzed_empty_is_analyzed_again_once_it_fills() {
+    let h = PgHarness::new().await;
+    let pool = h.pg().pool().clone();
+    let lifecycle = &h.stores().lifecycle;
+    lifecycle.ensure_partitions(at(2026, 3, 30, 12), &PartitionPlan::default()).await.expect("ensure");
+    sqlx::query("ANALYZE log_entries").execute(&pool).await.expect("analyze, as a nightly vacuumdb would");
+    assert!(lifecycle.analyze_filled_partitions().await.expect("nothing filled yet").is_empty());
+
+    let mut session = pool.acquire().await.expect("a connection");
+    sqlx::query("PREPARE april_version(text, date) AS SELECT max(seq) FROM log_entries WHERE load_id = $1 AND load_month = $2")
+        .execute(&mut *session)
+        .await
+        .expect("prepare");
+    assert!(april_scan(&mut session).await.contains("Seq Scan"), "planned while analyzed empty");
+
+    // April comes: 20,000 entries of 2,000 loads.
+    sqlx::query(
+        "INSERT INTO log_entries (load_id, seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body, load_month) \
+         SELECT 'L-' || (g / 10), g % 10 + 1, 'e' || g, 'event', '2026-04-01 08:00+00', 0, 1, '\\x00'::bytea, '2026-04-01' \
+         FROM generate_series(0, 19999) AS g",
+    )
+    .execute(&pool)
+    .await
+    .expect("April's entries");
+    assert!(april_scan(&mut session).await.contains("Seq Scan"), "still, until something analyzes it");
+
+    // The writers' statistics reach the server within about a second.
+    let mut analyzed = Vec::new();
+    for _ in 0..50 {
+        analyzed = lifecycle.analyze_filled_partitions().await.expect("analyze filled");
+        if !analyzed.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(analyzed, ["log_entries_p2026_04"]);
+    let scan = april_scan(&mut session).await;
+    assert!(
+        scan.contains("Index") && !scan.contains("Seq Scan"),
+        "planned again from the new statistics: {scan}"
+    );
+    assert!(lifecycle.analyze_filled_partitions().await.expect("again").is_empty(), "analyzed once");
+    sqlx::query("DEALLOCATE april_version").execute(&mut *session).await.expect("deallocate");
+    drop(session);
+    h.cleanup().await;
+}

@@ -115,3 +115,23 @@ async fn a_bad_schema_name_is_refused_before_any_sql() {
     let err = PgStore::connect_in_schema("postgres://nobody@127.0.0.1:1/none", "x; drop table y").await;
     assert!(err.is_err());
 }
+
+/// Every connection of the store plans its statements once, generically (a custom plan over the
+/// partitioned tables is planned again at each execution, over every partition), and never
+/// compiles one with JIT (a generic plan whose estimate crossed `jit_above_cost` paid tens of
+/// milliseconds of compilation per execution); whatever the server's own defaults are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_s_connections_plan_generically_and_never_jit() {
+    let h = PgHarness::new().await;
+    let pool = h.pg().pool();
+    for _ in 0..3 {
+        let mut conn = pool.acquire().await.expect("a connection");
+        let jit: String = sqlx::query_scalar("SHOW jit").fetch_one(&mut *conn).await.expect("show jit");
+        let plans: String = sqlx::query_scalar("SHOW plan_cache_mode")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("show plan_cache_mode");
+        assert_eq!((jit.as_str(), plans.as_str()), ("off", "force_generic_plan"));
+    }
+    h.cleanup().await;
+}
