@@ -87,7 +87,10 @@ const USAGE: &str =
   --seconds       measured window of each run (20)
   --warmup        warm-up before each window (5)
   --group-window-ms, --group-max-batch, --group-committers
-                  GroupCommit's configuration (GroupCommitConfig::default(): 0, 32, 4)";
+                  GroupCommit's configuration (GroupCommitConfig::default(): 0, 32, 4)
+  --log-months-kept
+                  older monthly log partitions made before the run (0), as retention keeps
+                  them in production (13 months): what each costs the appends' plans";
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -96,6 +99,7 @@ struct Args {
     seconds: u64,
     warmup: u64,
     group: GroupCommitConfig,
+    log_months_kept: u32,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -106,6 +110,7 @@ fn parse_args() -> Result<Args, String> {
         seconds: 20,
         warmup: 5,
         group: GroupCommitConfig::default(),
+        log_months_kept: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -126,6 +131,9 @@ fn parse_args() -> Result<Args, String> {
             "--group-window-ms" => args.group.window = Duration::from_millis(number(&value)?),
             "--group-max-batch" => {
                 args.group.max_batch = usize::try_from(number(&value)?.max(1)).unwrap_or(1)
+            }
+            "--log-months-kept" => {
+                args.log_months_kept = u32::try_from(number(&value)?.min(120)).unwrap_or(0)
             }
             "--group-committers" => {
                 args.group.committers = usize::try_from(number(&value)?.max(1)).unwrap_or(1)
@@ -343,6 +351,17 @@ async fn run_load_agent(args: &Args, schema: &str, grouped: bool) -> Result<Repo
     // The appends' clock is the testkit's `base_time()`: make that month's and day's partitions,
     // as a running service has today's, so that rows do not all land in the default partitions.
     pg.ensure_partitions(base_time(), &PartitionPlan::default()).await?;
+    if args.log_months_kept > 0 {
+        // The months before the previous one (which `ensure` makes), back as far as asked.
+        let this_month = chrono::Datelike::with_day(&base_time().date_naive(), 1).ok_or("base_time has no first day")?;
+        let months = |n: u32| this_month.checked_sub_months(chrono::Months::new(n)).ok_or("months out of range");
+        let made: i64 = sqlx::query_scalar("SELECT count(*) FROM load_agent_ensure_months('log_entries', $1, $2)")
+            .bind(months(args.log_months_kept + 1)?)
+            .bind(months(2)?)
+            .fetch_one(pg.pool())
+            .await?;
+        println!("    {made} older monthly log partitions made (--log-months-kept {})", args.log_months_kept);
+    }
     let timed = Arc::new(Intercepted::new(Arc::new(pg.clone()), Timed::default()));
     let (name, store): (_, Arc<dyn EventStore>) = if grouped {
         ("load-agent GroupCommit", Arc::new(GroupCommit::new(timed.clone(), args.group)))

@@ -149,12 +149,17 @@ pub async fn sample_minutes(url: String, from: Instant, to: Instant) -> Vec<(Ins
     let Ok(pool) = sqlx::PgPool::connect(&url).await else { return out };
     // The server's processes are counted only when it runs on this machine.
     let local = ["127.0.0.1", "localhost", "[::1]", "host=/"].iter().any(|h| url.contains(h));
+    // Read at the first sample; where `pg_stat_statements` is not there then, it is not read again.
+    let mut with_statements = true;
     for at in minute_bounds(from, to) {
         tokio::time::sleep_until(at.into()).await;
         match sqlx::query_as::<_, ServerSample>(SAMPLE).fetch_one(&pool).await {
             Ok(mut s) => {
                 s.server_cpu_secs = local.then(postgres_cpu_secs).flatten();
-                s.statements = sqlx::query_as::<_, StatementTotals>(STATEMENTS).fetch_all(&pool).await.ok();
+                if with_statements {
+                    s.statements = sqlx::query_as::<_, StatementTotals>(STATEMENTS).fetch_all(&pool).await.ok();
+                    with_statements = s.statements.is_some();
+                }
                 out.push((Instant::now(), s));
             }
             Err(e) => {
