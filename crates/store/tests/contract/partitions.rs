@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use load_agent_domain::Destination;
-use load_agent_store::{AppendError, PartitionPlan, PgStore, StoreOptions, TimerRow};
+use load_agent_store::{AppendError, AppendRequest, PartitionPlan, PgStore, StoreOptions, TimerRow};
 use sqlx::PgPool;
 
 use crate::fixtures::{row, sms, step, t};
@@ -193,6 +193,50 @@ async fn appends_find_their_loads_month_whatever_the_store_remembers() {
     let (entries, version) = events.read("M1").await.expect("read");
     assert_eq!((entries.len(), version), (2, 2));
     drop(other);
+    h.cleanup().await;
+}
+
+/// The same through a batch of several loads (one statement): a load the store has never seen,
+/// whose log is in an earlier month than its entries', keeps its month, its version check and its
+/// duplicate check beside a new load of the same batch, whatever each store remembers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_appends_a_load_of_a_month_the_store_did_not_expect() {
+    let h = PgHarness::new().await;
+    let other = h.reopen().await;
+    let pool = h.pg().pool().clone();
+    h.stores()
+        .lifecycle
+        .ensure_partitions(at(2026, 4, 15, 0), &PartitionPlan::default())
+        .await
+        .expect("ensure");
+    h.stores().events.append("B1", &[sms("B1", "e1", at(2026, 3, 20, 9))], 0, &[]).await.expect("in March");
+    let req = |load: &str, id: &str, day: u32, expected: u64| AppendRequest {
+        load_id: load.into(),
+        entries: vec![sms(load, id, at(2026, 4, day, 9))],
+        expected_version: expected,
+        outbox: Vec::new(),
+        summary: None,
+    };
+    // `other` has never seen B1 and guesses April for it, as for the new load B2.
+    let out = other.events.append_batch(vec![req("B1", "e2", 2, 1), req("B2", "f1", 2, 0)]).await;
+    assert!(matches!(out.as_slice(), [Ok(2), Ok(1)]), "{out:?}");
+    assert_eq!(log_partitions(&pool, "B1").await, ["log_entries_p2026_03", "log_entries_p2026_03"]);
+    assert_eq!(log_partitions(&pool, "B2").await, ["log_entries_p2026_04"]);
+    // Refusals keep their kind: a stale version, a duplicate entry.
+    let third = h.reopen().await;
+    let out = third.events.append_batch(vec![req("B1", "e3", 3, 1), req("B2", "f2", 3, 1)]).await;
+    assert!(
+        matches!(out.as_slice(), [Err(AppendError::Conflict { expected: 1, actual: 2 }), Ok(2)]),
+        "{out:?}"
+    );
+    let fourth = h.reopen().await;
+    let out = fourth.events.append_batch(vec![req("B1", "e2", 4, 2), req("B2", "f3", 4, 2)]).await;
+    assert!(matches!(out.as_slice(), [Err(AppendError::DuplicateEntry { .. }), Ok(3)]), "{out:?}");
+    // Remembered now: the next batch through `other` takes one statement and lands right.
+    let out = other.events.append_batch(vec![req("B1", "e4", 5, 2), req("B2", "f4", 5, 3)]).await;
+    assert!(matches!(out.as_slice(), [Ok(3), Ok(4)]), "{out:?}");
+    assert_eq!(h.stores().events.read("B1").await.expect("read").1, 3);
+    drop((other, third, fourth));
     h.cleanup().await;
 }
 

@@ -157,7 +157,8 @@ pub async fn sample_minutes(url: String, from: Instant, to: Instant) -> Vec<(Ins
             Ok(mut s) => {
                 s.server_cpu_secs = local.then(postgres_cpu_secs).flatten();
                 if with_statements {
-                    s.statements = sqlx::query_as::<_, StatementTotals>(STATEMENTS).fetch_all(&pool).await.ok();
+                    s.statements =
+                        sqlx::query_as::<_, StatementTotals>(STATEMENTS).fetch_all(&pool).await.ok();
                     with_statements = s.statements.is_some();
                 }
                 out.push((Instant::now(), s));
