@@ -154,12 +154,9 @@ async fn two_first_appends_of_one_load_in_different_months_have_one_winner() {
     h.cleanup().await;
 }
 
-/// An append names its load's partition from the store's memory of the load's month, or guesses
-/// the month of its first entry: a store that never saw the load, or one that remembers a month
-/// the load no longer has (dropped by retention and registered again), still appends at the right
-/// version in the right partition.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn appends_find_their_loads_month_whatever_the_store_remembers() {
+/// A store with the partitions of mid-April 2026, a second store of the same schema (which
+/// remembers no load's month), and the pool.
+async fn two_stores_in_april() -> (PgHarness, load_agent_store::Stores, PgPool) {
     let h = PgHarness::new().await;
     let other = h.reopen().await;
     let pool = h.pg().pool().clone();
@@ -168,6 +165,16 @@ async fn appends_find_their_loads_month_whatever_the_store_remembers() {
         .ensure_partitions(at(2026, 4, 15, 0), &PartitionPlan::default())
         .await
         .expect("ensure");
+    (h, other, pool)
+}
+
+/// An append names its load's partition from the store's memory of the load's month, or guesses
+/// the month of its first entry: a store that never saw the load, or one that remembers a month
+/// the load no longer has (dropped by retention and registered again), still appends at the right
+/// version in the right partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_find_their_loads_month_whatever_the_store_remembers() {
+    let (h, other, pool) = two_stores_in_april().await;
     let events = &h.stores().events;
     events.append("M1", &[sms("M1", "e1", at(2026, 3, 20, 9))], 0, &[]).await.expect("registered in March");
     // `other` has never seen M1 and guesses April from the entry: the statement corrects it.
@@ -201,14 +208,7 @@ async fn appends_find_their_loads_month_whatever_the_store_remembers() {
 /// duplicate check beside a new load of the same batch, whatever each store remembers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_appends_a_load_of_a_month_the_store_did_not_expect() {
-    let h = PgHarness::new().await;
-    let other = h.reopen().await;
-    let pool = h.pg().pool().clone();
-    h.stores()
-        .lifecycle
-        .ensure_partitions(at(2026, 4, 15, 0), &PartitionPlan::default())
-        .await
-        .expect("ensure");
+    let (h, other, pool) = two_stores_in_april().await;
     h.stores().events.append("B1", &[sms("B1", "e1", at(2026, 3, 20, 9))], 0, &[]).await.expect("in March");
     let req = |load: &str, id: &str, day: u32, expected: u64| AppendRequest {
         load_id: load.into(),
