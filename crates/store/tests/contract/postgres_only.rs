@@ -124,14 +124,20 @@ async fn a_bad_schema_name_is_refused_before_any_sql() {
 async fn the_store_s_connections_plan_generically_and_never_jit() {
     let h = PgHarness::new().await;
     let pool = h.pg().pool();
+    // Held together, so that three different connections answer (one lent and returned three
+    // times could be the same one).
+    let mut conns = Vec::new();
     for _ in 0..3 {
-        let mut conn = pool.acquire().await.expect("a connection");
-        let jit: String = sqlx::query_scalar("SHOW jit").fetch_one(&mut *conn).await.expect("show jit");
+        conns.push(pool.acquire().await.expect("a connection"));
+    }
+    for conn in &mut conns {
+        let jit: String = sqlx::query_scalar("SHOW jit").fetch_one(&mut **conn).await.expect("show jit");
         let plans: String = sqlx::query_scalar("SHOW plan_cache_mode")
-            .fetch_one(&mut *conn)
+            .fetch_one(&mut **conn)
             .await
             .expect("show plan_cache_mode");
         assert_eq!((jit.as_str(), plans.as_str()), ("off", "force_generic_plan"));
     }
+    drop(conns);
     h.cleanup().await;
 }
