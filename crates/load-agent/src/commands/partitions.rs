@@ -119,8 +119,9 @@ pub async fn keep_partitions(
     }
     let mut next_ensure = tokio::time::Instant::now();
     loop {
-        if tokio::time::Instant::now() >= next_ensure {
-            next_ensure = tokio::time::Instant::now() + every;
+        let now = tokio::time::Instant::now();
+        if now >= next_ensure {
+            next_ensure = now + every;
             ensure_and_retire(&stores, &plan).await;
         }
         match stores.lifecycle.analyze_filled_partitions().await {
