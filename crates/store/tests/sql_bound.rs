@@ -32,6 +32,26 @@ const ALLOWED: &[Allowed] = &[
         why: "the schema of a store opened by connect_in_schema_with (checked there), quoted",
     },
     Allowed {
+        file: "postgres/log.rs",
+        what: "sqlx::query(&sql)",
+        why: "`in_log(APPEND | APPEND_LOADS, table)`: a `const &str` holding one literal with \
+              `{log}` replaced by a table name that is either the literal `LOG_PARENT` or \
+              `log_partition(month)`, formatted from a `NaiveDate`'s year and month (digits only); \
+              every value is bound",
+    },
+    Allowed {
+        file: "postgres/outbox.rs",
+        what: "sqlx::query(&sql)",
+        why: "`in_outbox(MARK_* | STILL_HELD, table)`: a `const &str` holding one literal with \
+              `{outbox}` replaced by a table name that is either the literal `OUTBOX_PARENT` or \
+              `outbox_partition(at)`, formatted from a UTC date (digits only); every value is bound",
+    },
+    Allowed {
+        file: "postgres/outbox.rs",
+        what: "sqlx::query_scalar(&sql)",
+        why: "`in_outbox(MARK_DISPATCHED_BATCH, table)`, as `sqlx::query(&sql)` above",
+    },
+    Allowed {
         file: "sqlite/log.rs",
         what: "sqlx::query(&self.sql)",
         why: "the `Generated` builder: its text is made only of `.sql(..)` pieces (literals or \

@@ -7,6 +7,7 @@ use load_agent_domain::{LoadSummary, LogEntry};
 use sqlx::postgres::PgRow;
 use sqlx::{Executor, PgConnection, Postgres, Row};
 
+use super::parts::undefined_table;
 use super::{PgStore, unique_violation};
 use crate::codec::{
     EncodedAppend, copy_refusal, decode_entry, decode_log_stream, encode_append, limit_i64, stored_rows,
@@ -26,12 +27,20 @@ use crate::outbox::NewOutboxRow;
 /// partition key given as a parameter is pruned when the generic plan starts, so only that
 /// partition is opened, where a month looked up inside the statement (an init plan) is pruned
 /// only after every partition's scans were set up (docs/performance.md, "Partitioned store").
-/// The directory `load_months` still decides: the statement returns the load's month (`dir`),
-/// writes nothing when `$22` is not it (the caller learns the month and runs it again), and a
-/// load's first append writes its directory row (the month of its first entry). Two first
-/// appends of one load collide on `load_months_pkey` even when their entries fall in different
-/// months. A load without a directory row has no log rows in any partition, so the lookups of a
-/// new load find nothing whatever `$22` is.
+/// The directory `load_months` still decides: the statement returns the load's month (`dir`,
+/// and `month`: the directory's, else its first entry's for a new load), writes nothing when
+/// `$22` is not it (the caller learns the month and runs it again), and a load's first append
+/// writes its directory row (the month of its first entry). Two first appends of one load
+/// collide on `load_months_pkey` even when their entries fall in different months. A load
+/// without a directory row has no log rows in any partition, so the lookups of a new load find
+/// nothing whatever `$22` is.
+///
+/// `{log}` is the table the statement reads and writes ([`in_log`]): the parent `log_entries`,
+/// or the month's partition itself when the store knows it is attached (`PgStore::log_table`).
+/// Named directly, the statement's plan holds that one table: Postgres 15 locks and sets up
+/// every partition a generic plan names at each execution, pruned or not, so through the
+/// parent each append paid for every month retention keeps (docs/capacity.md, "A year of log
+/// partitions"). The rows and checks are the same either way: `$22` is the partition's month.
 ///
 /// The duplicate checks' `EXISTS (... OFFSET 0)` keeps each a sub-plan probed per id through its
 /// unique index. Without it Postgres may turn the `EXISTS` into a semi-join, and a generic plan
@@ -42,11 +51,11 @@ const APPEND: &str = r#"
 WITH dir AS (
     SELECT (SELECT load_month FROM load_months WHERE load_id = $1) AS m
 ), cur AS (
-    SELECT coalesce(max(seq), 0)::int8 AS v FROM log_entries
+    SELECT coalesce(max(seq), 0)::int8 AS v FROM {log}
     WHERE load_id = $1 AND load_month = $22::date
 ), dup_entry AS (
     SELECT (SELECT e.id FROM UNNEST($3::text[]) WITH ORDINALITY AS e(id, n)
-            WHERE EXISTS (SELECT 1 FROM log_entries l WHERE l.load_id = $1 AND l.entry_id = e.id
+            WHERE EXISTS (SELECT 1 FROM {log} l WHERE l.load_id = $1 AND l.entry_id = e.id
                           AND l.load_month = $22::date OFFSET 0)
             ORDER BY e.n LIMIT 1) AS id
 ), month AS (
@@ -56,14 +65,13 @@ WITH dir AS (
             WHERE EXISTS (SELECT 1 FROM outbox o WHERE o.id = k.id OFFSET 0)
             ORDER BY k.n LIMIT 1) AS id
 ), ok AS (
-    SELECT cur.v FROM cur, dup_entry, dup_key, dir
-    WHERE cur.v = $2 AND dup_entry.id IS NULL AND dup_key.id IS NULL
-      AND (dir.m IS NULL OR dir.m = $22::date)
+    SELECT cur.v FROM cur, dup_entry, dup_key, month
+    WHERE cur.v = $2 AND dup_entry.id IS NULL AND dup_key.id IS NULL AND month.m = $22::date
 ), dir_row AS (
     INSERT INTO load_months (load_id, load_month)
     SELECT $1, month.m FROM ok, month, dir WHERE dir.m IS NULL
 ), log_rows AS (
-    INSERT INTO log_entries (load_id, seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body, load_month)
+    INSERT INTO {log} (load_id, seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body, load_month)
     SELECT $1, ok.v + e.n, e.entry_id, e.kind, e.recorded_at, e.cost, e.schema_id, e.body, month.m
     FROM ok, month, UNNEST($3::text[], $4::text[], $5::timestamptz[], $6::float8[], $7::int4[], $8::bytea[])
              WITH ORDINALITY AS e(entry_id, kind, recorded_at, cost, schema_id, body, n)
@@ -84,7 +92,7 @@ WITH dir AS (
         updated_at = excluded.updated_at
     WHERE load_summary.version <= excluded.version
 )
-SELECT cur.v, dup_entry.id, dup_key.id, dir.m FROM cur, dup_entry, dup_key, dir
+SELECT cur.v, dup_entry.id, dup_key.id, dir.m, month.m FROM cur, dup_entry, dup_key, dir, month
 "#;
 
 /// A batch of appends of DIFFERENT loads as one statement (group commit: one round trip and one
@@ -97,6 +105,11 @@ SELECT cur.v, dup_entry.id, dup_key.id, dir.m FROM cur, dup_entry, dup_key, dir
 /// join, a generic plan made while `load_months` was small hashed the batch and scanned the
 /// whole directory on every batch: a cost that grew with the number of loads ever seen
 /// (docs/capacity.md, "What the group commit was waiting for").
+///
+/// `{log}` is the parent or one month's partition, as in [`APPEND`]. Named for month `$26`, the
+/// statement writes only the loads of that month (the directory's, or the first entry's for a
+/// new load) and returns each load's month, so the caller runs the others through the parent;
+/// `$26` is `NULL` through the parent, where every load is written in its own month.
 const APPEND_LOADS: &str = r#"
 WITH req AS (
     SELECT r.load_id, r.expected, r.created_at, r.i
@@ -116,11 +129,11 @@ WITH req AS (
            coalesce(dir.dir_month,
                     (SELECT date_trunc('month', e.recorded_at AT TIME ZONE 'UTC')::date FROM ent e
                      WHERE e.li = dir.i ORDER BY e.n LIMIT 1)) AS month,
-           (SELECT coalesce(max(seq), 0)::int8 FROM log_entries l
+           (SELECT coalesce(max(seq), 0)::int8 FROM {log} l
             WHERE l.load_id = dir.load_id AND l.load_month = dir.dir_month) AS v,
            (SELECT e.entry_id FROM ent e
             WHERE e.li = dir.i
-              AND EXISTS (SELECT 1 FROM log_entries l WHERE l.load_id = dir.load_id AND l.entry_id = e.entry_id
+              AND EXISTS (SELECT 1 FROM {log} l WHERE l.load_id = dir.load_id AND l.entry_id = e.entry_id
                           AND l.load_month = dir.dir_month OFFSET 0)
             ORDER BY e.n LIMIT 1) AS dup_entry,
            (SELECT o.id FROM obx o
@@ -129,11 +142,12 @@ WITH req AS (
     FROM dir
 ), ok AS (
     SELECT * FROM cur WHERE v = expected AND dup_entry IS NULL AND dup_key IS NULL
+      AND ($26::date IS NULL OR month = $26::date)
 ), dir_rows AS (
     INSERT INTO load_months (load_id, load_month)
     SELECT ok.load_id, ok.month FROM ok WHERE ok.dir_month IS NULL AND ok.month IS NOT NULL  -- no entries: no log yet
 ), log_rows AS (
-    INSERT INTO log_entries (load_id, seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body, load_month)
+    INSERT INTO {log} (load_id, seq, entry_id, kind, recorded_at, llm_cost_usd, schema_id, body, load_month)
     SELECT ok.load_id, ok.v + e.n, e.entry_id, e.kind, e.recorded_at, e.cost, e.schema_id, e.body, ok.month
     FROM ok JOIN ent e ON e.li = ok.i
 ), outbox_rows AS (
@@ -157,7 +171,7 @@ WITH req AS (
         updated_at = excluded.updated_at
     WHERE load_summary.version <= excluded.version
 )
-SELECT i, v, dup_entry, dup_key FROM cur ORDER BY i
+SELECT i, v, dup_entry, dup_key, month FROM cur ORDER BY i
 "#;
 
 /// Every read of one load filters on its partition, `load_month = (SELECT load_month FROM
@@ -192,12 +206,30 @@ fn outcome(
     }
 }
 
-/// Runs the appends of different loads as one statement ([`APPEND_LOADS`]): one outcome per
-/// request, in order. `Err` is a failed statement (a lost race on a unique index, or worse).
+/// The log's parent table: every statement through it finds any load's rows.
+const LOG_PARENT: &str = "log_entries";
+
+/// The log's partition of `month`, as `load_agent_ensure_months` (migration 0004) names it.
+fn log_partition(month: NaiveDate) -> String {
+    format!("log_entries_p{:04}_{:02}", month.year(), month.month())
+}
+
+/// `sql` reading and writing the log through `table` (the parent or one month's partition).
+fn in_log(sql: &str, table: &str) -> String {
+    sql.replace("{log}", table)
+}
+
+/// Runs the appends of different loads as one statement ([`APPEND_LOADS`]) through `table`:
+/// one outcome per request, in order, with the load's month (`None` for a new load without
+/// entries). Through a partition (`month` is its month), a load of another month is not written
+/// and its outcome means nothing: the caller runs it again through the parent. `Err` is a
+/// failed statement (a lost race on a unique index, or worse).
 async fn run_append_loads<'c, E>(
     executor: E,
     reqs: &[&EncodedAppend],
-) -> Result<Vec<Result<u64, AppendError>>, sqlx::Error>
+    table: &str,
+    month: Option<NaiveDate>,
+) -> Result<Vec<(Result<u64, AppendError>, Option<NaiveDate>)>, sqlx::Error>
 where
     E: Executor<'c, Database = Postgres>,
 {
@@ -220,7 +252,8 @@ where
             sums.push(summary);
         }
     }
-    let result: Vec<PgRow> = sqlx::query(APPEND_LOADS)
+    let sql = in_log(APPEND_LOADS, table);
+    let result: Vec<PgRow> = sqlx::query(&sql)
         .bind(reqs.iter().map(|r| r.load_id.as_str()).collect::<Vec<_>>())
         .bind(reqs.iter().map(|r| r.expected_version).collect::<Vec<_>>())
         .bind(reqs.iter().map(|r| r.created_at).collect::<Vec<DateTime<Utc>>>())
@@ -246,6 +279,7 @@ where
         .bind(sums.iter().map(|x| x.escalated_since).collect::<Vec<Option<DateTime<Utc>>>>())
         .bind(sums.iter().map(|x| x.urgent_task_at).collect::<Vec<Option<DateTime<Utc>>>>())
         .bind(sums.iter().map(|x| x.updated_at).collect::<Vec<DateTime<Utc>>>())
+        .bind(month)
         .fetch_all(executor)
         .await?;
     if result.len() != reqs.len() {
@@ -258,7 +292,7 @@ where
     let mut outcomes = Vec::with_capacity(reqs.len());
     for (req, row) in reqs.iter().zip(result) {
         let version: i64 = row.try_get(1)?;
-        outcomes.push(outcome(req, version, row.try_get(2)?, row.try_get(3)?));
+        outcomes.push((outcome(req, version, row.try_get(2)?, row.try_get(3)?), row.try_get(4)?));
     }
     Ok(outcomes)
 }
@@ -281,12 +315,13 @@ fn month_of(at: DateTime<Utc>) -> NaiveDate {
     at.date_naive().with_day(1).unwrap_or_else(|| at.date_naive())
 }
 
-/// Runs one append statement with its lookups in `month`. `Err` is a failed statement (a lost
-/// race on a unique index, or worse).
+/// Runs one append statement with its lookups in `month`, through `table` (the parent, or the
+/// partition of `month`). `Err` is a failed statement (a lost race on a unique index, or worse).
 async fn run_append(
     conn: &mut PgConnection,
     req: &EncodedAppend,
     month: NaiveDate,
+    table: &str,
 ) -> Result<Ran, sqlx::Error> {
     if req.entries.is_empty() {
         let v: i64 = sqlx::query_scalar(VERSION).bind(&req.load_id).fetch_one(&mut *conn).await?;
@@ -300,7 +335,8 @@ async fn run_append(
     let e = &req.entries;
     let o = &req.outbox;
     let sum = req.summary.as_ref();
-    let row: PgRow = sqlx::query(APPEND)
+    let sql = in_log(APPEND, table);
+    let row: PgRow = sqlx::query(&sql)
         .bind(&req.load_id)
         .bind(req.expected_version)
         .bind(e.iter().map(|x| x.entry_id.as_str()).collect::<Vec<_>>())
@@ -326,8 +362,9 @@ async fn run_append(
         .fetch_one(&mut *conn)
         .await?;
     let dir: Option<NaiveDate> = row.try_get(3)?;
-    if let Some(m) = dir.filter(|m| *m != month) {
-        return Ok(Ran::ElsewhereMonth(m));
+    let its: NaiveDate = row.try_get(4)?;
+    if its != month {
+        return Ok(Ran::ElsewhereMonth(its));
     }
     let version: i64 = row.try_get(0)?;
     Ok(Ran::Decided(outcome(req, version, row.try_get(1)?, row.try_get(2)?), dir))
@@ -389,17 +426,43 @@ impl PgStore {
             .unwrap_or_else(|| month_of(req.entries.first().map_or(req.created_at, |e| e.recorded_at)))
     }
 
+    /// The partition of `month` when it is attached to the log, for statements that name it
+    /// directly (`parts.rs`); `None` sends them through the parent.
+    async fn log_table<'c, E>(&self, executor: E, month: NaiveDate) -> Result<Option<String>, sqlx::Error>
+    where
+        E: Executor<'c, Database = Postgres>,
+    {
+        self.parts.attached(executor, LOG_PARENT, log_partition(month)).await
+    }
+
     /// Runs `req` on `conn` in the load's month: once when the store knows the month, twice
     /// when it guessed wrong (the first statement wrote nothing and named the month). The month
-    /// seen is remembered for the load's next appends.
+    /// seen is remembered for the load's next appends. `named`: the statement names the month's
+    /// partition when it is attached (not inside a transaction, where a partition dropped
+    /// meanwhile would fail the whole transaction rather than this one statement).
     async fn run_append_in_month(
         &self,
         conn: &mut PgConnection,
         req: &EncodedAppend,
+        named: bool,
     ) -> Result<Result<u64, AppendError>, sqlx::Error> {
         let mut month = self.month_hint(req);
         for _ in 0..2 {
-            match run_append(conn, req, month).await? {
+            let table = match named {
+                true => self.log_table(&mut *conn, month).await?,
+                false => None,
+            };
+            let ran = match table {
+                Some(table) => match run_append(conn, req, month, &table).await {
+                    Err(e) if undefined_table(&e) => {
+                        self.parts.forget(&table);
+                        run_append(conn, req, month, LOG_PARENT).await?
+                    }
+                    ran => ran?,
+                },
+                None => run_append(conn, req, month, LOG_PARENT).await?,
+            };
+            match ran {
                 Ran::ElsewhereMonth(m) => {
                     self.months.insert(req.load_id.clone(), m);
                     month = m;
@@ -422,7 +485,7 @@ impl PgStore {
         let mut constraint = String::new();
         let mut conn = self.pool.acquire().await.map_err(StoreError::from)?;
         for _ in 0..RACE_RERUNS {
-            match self.run_append_in_month(&mut conn, req).await {
+            match self.run_append_in_month(&mut conn, req, true).await {
                 Ok(outcome) => return outcome,
                 Err(e) => match unique_violation(&e) {
                     Some(name) => constraint = name,
@@ -433,42 +496,112 @@ impl PgStore {
         Err(map_unique_violation(&mut *conn, req, &constraint).await)
     }
 
-    /// The fast path of a batch of different loads: one statement, one round trip, one commit.
-    /// `None` when the statement lost a race on a unique index (nothing was written; the caller
-    /// falls back to savepoints).
-    async fn append_batch_one_statement(
-        &self,
-        requests: &[Result<EncodedAppend, AppendError>],
-    ) -> Result<Option<Vec<Result<u64, AppendError>>>, sqlx::Error> {
-        let valid: Vec<&EncodedAppend> = requests.iter().filter_map(|r| r.as_ref().ok()).collect();
-        let outcomes = match run_append_loads(&self.pool, &valid).await {
-            Ok(outcomes) => outcomes.into_iter(),
-            Err(e) if unique_violation(&e).is_some() => return Ok(None),
-            Err(e) => return Err(e),
+    /// A batch of different loads (the group commit's batches): one statement, one round trip,
+    /// one commit. When every load's month is one attached partition's, the statement names
+    /// it ([`APPEND_LOADS`]); the loads it did not write (another month than the store
+    /// expected) then go through the parent in a second statement.
+    async fn append_distinct(&self, reqs: &[&EncodedAppend]) -> Vec<Result<u64, AppendError>> {
+        let mut months = reqs.iter().map(|r| self.month_hint(r));
+        let month = months.next().filter(|first| months.all(|m| m == *first));
+        let table = match month {
+            Some(month) => match self.log_table(&self.pool, month).await {
+                Ok(table) => table.map(|t| (month, t)),
+                Err(e) => return store_error_for_all(reqs.len(), &e),
+            },
+            None => None,
         };
-        Ok(Some(in_request_order(requests, outcomes)))
+        let Some((month, table)) = table else {
+            return self.append_distinct_through_parent(reqs).await;
+        };
+        let ran = match run_append_loads(&self.pool, reqs, &table, Some(month)).await {
+            Ok(ran) => ran,
+            Err(e) if undefined_table(&e) => {
+                self.parts.forget(&table);
+                return self.append_distinct_through_parent(reqs).await;
+            }
+            Err(e) if unique_violation(&e).is_some() => return self.append_with_savepoints(reqs).await,
+            Err(e) => return store_error_for_all(reqs.len(), &e),
+        };
+        let mut outcomes = Vec::with_capacity(reqs.len());
+        let mut elsewhere = Vec::new();
+        for (req, (outcome, its)) in reqs.iter().zip(ran) {
+            if its == Some(month) {
+                self.months.insert(req.load_id.clone(), month);
+                outcomes.push(Some(outcome));
+            } else {
+                elsewhere.push(*req);
+                outcomes.push(None);
+            }
+        }
+        if !elsewhere.is_empty() {
+            let mut rest = self.append_distinct_through_parent(&elsewhere).await.into_iter();
+            for outcome in outcomes.iter_mut().filter(|o| o.is_none()) {
+                *outcome = rest.next();
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    Err(AppendError::Store(StoreError::Commit("the batch append lost an outcome".into())))
+                })
+            })
+            .collect()
     }
 
-    /// The fast path of a batch: the statements back to back in one transaction. `None` when a
-    /// statement lost a race on a unique index (the transaction is rolled back; the caller
-    /// falls back to savepoints).
+    /// [`append_distinct`](Self::append_distinct) through the parent: each load in its own
+    /// month. A lost race on a unique index (nothing was written) falls back to savepoints.
+    async fn append_distinct_through_parent(&self, reqs: &[&EncodedAppend]) -> Vec<Result<u64, AppendError>> {
+        match run_append_loads(&self.pool, reqs, LOG_PARENT, None).await {
+            Ok(ran) => ran
+                .into_iter()
+                .zip(reqs)
+                .map(|((outcome, its), req)| {
+                    if let Some(m) = its.filter(|_| outcome.is_ok()) {
+                        self.months.insert(req.load_id.clone(), m);
+                    }
+                    outcome
+                })
+                .collect(),
+            Err(e) if unique_violation(&e).is_some() => self.append_with_savepoints(reqs).await,
+            Err(e) => store_error_for_all(reqs.len(), &e),
+        }
+    }
+
+    /// A batch in which a load may appear twice: the statements back to back in one
+    /// transaction, each seeing the ones before. A lost race on a unique index (the transaction
+    /// is rolled back) falls back to savepoints.
+    async fn append_in_order(&self, reqs: &[&EncodedAppend]) -> Vec<Result<u64, AppendError>> {
+        match self.append_batch_plain(reqs).await {
+            Ok(Some(results)) => results,
+            Ok(None) => self.append_with_savepoints(reqs).await,
+            Err(e) => store_error_for_all(reqs.len(), &e),
+        }
+    }
+
+    async fn append_with_savepoints(&self, reqs: &[&EncodedAppend]) -> Vec<Result<u64, AppendError>> {
+        match self.append_batch_savepoints(reqs).await {
+            Ok(results) => results,
+            Err(e) => store_error_for_all(reqs.len(), &e),
+        }
+    }
+
+    /// The statements back to back in one transaction. `None` when a statement lost a race on
+    /// a unique index (the transaction is rolled back).
     async fn append_batch_plain(
         &self,
-        requests: &[Result<EncodedAppend, AppendError>],
+        reqs: &[&EncodedAppend],
     ) -> Result<Option<Vec<Result<u64, AppendError>>>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        let mut results = Vec::with_capacity(requests.len());
-        for req in requests {
-            match req {
-                Err(e) => results.push(Err(copy_refusal(e))),
-                Ok(req) => match self.run_append_in_month(&mut tx, req).await {
-                    Ok(outcome) => results.push(outcome),
-                    Err(e) if unique_violation(&e).is_some() => {
-                        tx.rollback().await?;
-                        return Ok(None);
-                    }
-                    Err(e) => return Err(e),
-                },
+        let mut results = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            match self.run_append_in_month(&mut tx, req, false).await {
+                Ok(outcome) => results.push(outcome),
+                Err(e) if unique_violation(&e).is_some() => {
+                    tx.rollback().await?;
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
             }
         }
         tx.commit().await?;
@@ -478,23 +611,16 @@ impl PgStore {
     /// The safe path of a batch: one savepoint per load, so a lost race undoes only that load.
     async fn append_batch_savepoints(
         &self,
-        requests: &[Result<EncodedAppend, AppendError>],
+        reqs: &[&EncodedAppend],
     ) -> Result<Vec<Result<u64, AppendError>>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        let mut results = Vec::with_capacity(requests.len());
-        for req in requests {
-            let req = match req {
-                Err(e) => {
-                    results.push(Err(copy_refusal(e)));
-                    continue;
-                }
-                Ok(req) => req,
-            };
+        let mut results = Vec::with_capacity(reqs.len());
+        for req in reqs {
             let mut outcome = None;
             let mut constraint = String::new();
             for _ in 0..RACE_RERUNS {
                 tx.execute("SAVEPOINT load_append").await?;
-                match self.run_append_in_month(&mut tx, req).await {
+                match self.run_append_in_month(&mut tx, req, false).await {
                     Ok(o) => {
                         tx.execute("RELEASE SAVEPOINT load_append").await?;
                         outcome = Some(o);
@@ -591,31 +717,21 @@ impl EventStore for PgStore {
             .iter()
             .map(|r| encode_append(&r.load_id, &r.entries, r.expected_version, &r.outbox, r.summary.as_ref()))
             .collect();
-        // Different loads (the group commit's batches): one statement. A load twice in the
-        // batch must see its earlier request, so such a batch runs its statements in order.
         let valid: Vec<&EncodedAppend> = encoded.iter().filter_map(|r| r.as_ref().ok()).collect();
-        if let [only] = valid.as_slice() {
+        let mut loads = std::collections::HashSet::new();
+        let distinct = valid.iter().all(|r| loads.insert(r.load_id.as_str()));
+        let outcomes = match valid.as_slice() {
+            [] => Vec::new(),
             // One load (a batch the group commit took alone): its append is one statement in
             // its own transaction, where a transaction around it would cost two more round
             // trips (`BEGIN`, `COMMIT`) with the transaction held open between them.
-            let outcome = self.append_one(only).await;
-            return in_request_order(&encoded, std::iter::once(outcome));
-        }
-        let mut loads = std::collections::HashSet::new();
-        let distinct = valid.iter().all(|r| loads.insert(r.load_id.as_str()));
-        let fast = if distinct && loads.len() > 1 {
-            self.append_batch_one_statement(&encoded).await
-        } else {
-            self.append_batch_plain(&encoded).await
+            [only] => vec![self.append_one(only).await],
+            // Different loads (the group commit's batches): one statement.
+            _ if distinct => self.append_distinct(&valid).await,
+            // A load twice in the batch must see its earlier request: statements in order.
+            _ => self.append_in_order(&valid).await,
         };
-        match fast {
-            Ok(Some(results)) => results,
-            Ok(None) => match self.append_batch_savepoints(&encoded).await {
-                Ok(results) => results,
-                Err(e) => store_error_for_all(encoded.len(), &e),
-            },
-            Err(e) => store_error_for_all(encoded.len(), &e),
-        }
+        in_request_order(&encoded, outcomes.into_iter())
     }
 
     async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {

@@ -11,6 +11,7 @@ mod lifecycle;
 mod lock;
 mod log;
 mod outbox;
+mod parts;
 mod timers;
 
 /// The console's candidate query as the store runs it (for `EXPLAIN` in the console bench).
@@ -46,6 +47,9 @@ pub struct PgStore {
     /// Each recently appended load's month (`load_months`), so that an append names its
     /// partition as a parameter (`log.rs`, `APPEND`). Only a hint: the statement checks it.
     months: moka::sync::Cache<String, chrono::NaiveDate>,
+    /// Which partitions are attached, checked once a minute, so that an append or a mark names
+    /// its partition itself instead of the parent (`parts.rs`).
+    parts: parts::AttachedParts,
     /// The `created_at` (so the day partition) of each row under a claim of this store, by
     /// claim token (`outbox.rs`, `HELD`).
     claim_days: outbox::ClaimDays,
@@ -123,7 +127,8 @@ impl PgStore {
         let namespace: String = sqlx::query_scalar(CURRENT_SCHEMA).fetch_one(&pool).await?;
         let lock = Arc::new(PgLoadLock::spawn(connect, namespace));
         let months = moka::sync::Cache::new(MONTHS_CACHED);
-        Ok(PgStore { pool, lease, lock, schema, months, claim_days: outbox::ClaimDays::new() })
+        let parts = parts::AttachedParts::new();
+        Ok(PgStore { pool, lease, lock, schema, months, parts, claim_days: outbox::ClaimDays::new() })
     }
 
     /// Applies the migrations that are not applied yet (`load-agent migrate`).

@@ -11,6 +11,7 @@ use sqlx::postgres::PgRow;
 use uuid::Uuid;
 
 use super::PgStore;
+use super::parts::undefined_table;
 use crate::codec::{age, decode_action, decode_destination, decode_status, limit_i64, to_u32, to_u64};
 use crate::error::{ClaimError, StaleClaimError, StoreError};
 use crate::outbox::{
@@ -55,21 +56,25 @@ RETURNING o.id, o.position, o.load_id, o.destination, o.action, o.load_version, 
 "#;
 
 /// Marks a batch of delivered rows in one statement: each row of the arrays is applied only
-/// while its own token holds its row (the `HELD` guard, row by row: key and token). The ids
-/// returned are the rows marked; a row not returned was stale and is unchanged. Each row is
-/// looked up by its primary key in its own day's partition (`created_at`, run-time pruning per
-/// row).
+/// while its own token holds its row (the guard of the marks below, row by row: key and token).
+/// The ids returned are the rows marked; a row not returned was stale and is unchanged. Each row
+/// is looked up by its primary key in its own day's partition (`created_at`, run-time pruning
+/// per row). `{outbox}`: the parent, or the day's partition when every row is of one day.
 const MARK_DISPATCHED_BATCH: &str = r#"
-UPDATE outbox AS o
+UPDATE {outbox} AS o
 SET status = 'dispatched', receipt = m.receipt, dispatched_at = $4, claim_token = NULL, lease_until = NULL
 FROM unnest($1::text[], $2::uuid[], $3::text[], $5::timestamptz[]) AS m(id, token, receipt, created_at)
 WHERE o.id = m.id AND o.created_at = m.created_at AND o.claim_token = m.token
 RETURNING o.id
 "#;
 
-/// The guard of every mark: the claim still holds the row. `created_at = $3` names the row's
-/// day partition, which Postgres prunes to when the plan starts: a mark opens one partition, not
-/// every day's primary key.
+/// The marks of one row and the lease check. Each is guarded by
+/// `id = $1 AND claim_token = $2 AND created_at = $3`: the claim still holds the row.
+/// `created_at` names the row's day, and `{outbox}` is that day's partition itself when the
+/// store has seen it attached (`parts.rs`), else the parent, where `created_at = $3` is pruned
+/// to when the plan starts: a mark opens one partition, not every day's primary key; named, its
+/// plan holds no other day at all, so the plan is as cheap to make again (after an `ANALYZE` of
+/// the outbox every connection plans its marks again) as an unpartitioned table's.
 ///
 /// A claim token is only ever set on a pending row (the claim sets it; every mark that changes
 /// the status clears it, as every version of this store did), so the token is the guard and the
@@ -78,7 +83,57 @@ RETURNING o.id
 /// on a quiet outbox) read the whole partial index per mark, filtering on the id, instead of
 /// probing the primary key: each mark then cost as much as the backlog was long, which slowed
 /// the relay most when it was behind (docs/performance.md, "The marks' plan").
-const HELD: &str = "id = $1 AND claim_token = $2 AND created_at = $3";
+const MARK_DISPATCHED: &str = "UPDATE {outbox} SET status = 'dispatched', receipt = $4, dispatched_at = $5, \
+    claim_token = NULL, lease_until = NULL WHERE id = $1 AND claim_token = $2 AND created_at = $3";
+const MARK_RETRY: &str = "UPDATE {outbox} SET attempts = attempts + 1, last_failure = $4, retry_at = $5, \
+    claim_token = NULL, lease_until = NULL WHERE id = $1 AND claim_token = $2 AND created_at = $3";
+const MARK_DEAD: &str = "UPDATE {outbox} SET status = 'dead', attempts = attempts + 1, last_failure = $4, \
+    dead_at = $5, claim_token = NULL, lease_until = NULL WHERE id = $1 AND claim_token = $2 AND created_at = $3";
+const MARK_DEFERRED: &str = "UPDATE {outbox} SET retry_at = $4, claim_token = NULL, lease_until = NULL, \
+    first_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE first_attempt_at END \
+    WHERE id = $1 AND claim_token = $2 AND created_at = $3";
+const STILL_HELD: &str = "SELECT 1::int4 FROM {outbox} \
+    WHERE id = $1 AND claim_token = $2 AND created_at = $3 AND lease_until > $4";
+
+/// The live outbox's parent.
+const OUTBOX_PARENT: &str = "outbox";
+
+/// The outbox's partition of the UTC day of `at`, as `load_agent_ensure_days` (migration 0004)
+/// names it.
+fn outbox_partition(at: DateTime<Utc>) -> String {
+    format!("outbox_p{}", at.format("%Y_%m_%d"))
+}
+
+/// `sql` through `table` (the parent or one day's partition).
+fn in_outbox(sql: &str, table: &str) -> String {
+    sql.replace("{outbox}", table)
+}
+
+/// The values of a mark after its guard's (`$4`, `$5`).
+#[derive(Clone, Copy)]
+enum MarkArgs<'a> {
+    Dispatched { receipt: &'a str, now: DateTime<Utc> },
+    Failed { failure: &'a str, at: DateTime<Utc> },
+    Deferred { until: DateTime<Utc> },
+    Held { now: DateTime<Utc> },
+}
+
+impl<'a> MarkArgs<'a> {
+    fn bind<'q>(
+        self,
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>
+    where
+        'a: 'q,
+    {
+        match self {
+            MarkArgs::Dispatched { receipt, now } => query.bind(receipt).bind(now),
+            MarkArgs::Failed { failure, at } => query.bind(failure).bind(at),
+            MarkArgs::Deferred { until } => query.bind(until),
+            MarkArgs::Held { now } => query.bind(now),
+        }
+    }
+}
 
 /// The relay's lag ([`Outbox::relay_lag`]): among the first waiting rows in insertion order (the
 /// claim's per-load order, no lease test: a claimed row is not delivered yet; a row deferred
@@ -114,7 +169,7 @@ SELECT min(CASE WHEN d.attempts = 0 THEN greatest(d.created_at, d.retry_at, (
 "#;
 
 /// A claimed row's `created_at`, for a claim this store did not make (or no longer remembers).
-/// Key and token, as [`HELD`] (no status condition: it would let a generic plan scan the pending
+/// Key and token, as the marks' guard (no status condition: it would let a generic plan scan the pending
 /// rows' index instead of probing the primary key).
 const CLAIMED_AT: &str = "SELECT created_at FROM outbox WHERE id = $1 AND claim_token = $2";
 
@@ -187,16 +242,70 @@ impl PgStore {
         at.ok_or_else(|| StaleClaimError { id: id.to_owned() }.into())
     }
 
-    /// Runs a mark; the claim ends with it whether it applied or was stale.
-    async fn mark(
+    /// The outbox table for a statement on rows of the day of `at`: its partition when
+    /// attached to the live outbox, else the parent.
+    async fn outbox_table(&self, at: DateTime<Utc>) -> Result<Option<String>, sqlx::Error> {
+        self.parts.attached(&self.pool, OUTBOX_PARENT, outbox_partition(at)).await
+    }
+
+    /// Runs `sql` (a statement guarded by key, token and `created_at`, then `args`) on the
+    /// row's day: through its partition, or the parent when the partition is not attached or
+    /// was dropped since the store saw it. Returns how many rows it applied to (0: stale).
+    async fn run_guarded(
         &self,
+        sql: &str,
         id: &str,
         token: Uuid,
-        query: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
-    ) -> Result<(), ClaimError> {
-        let done = query.execute(&self.pool).await?;
+        created: DateTime<Utc>,
+        args: MarkArgs<'_>,
+    ) -> Result<u64, sqlx::Error> {
+        let run = |table: &str| {
+            let sql = in_outbox(sql, table);
+            async move {
+                let query = args.bind(sqlx::query(&sql).bind(id).bind(token).bind(created));
+                query.execute(&self.pool).await.map(|done| done.rows_affected())
+            }
+        };
+        match self.outbox_table(created).await? {
+            Some(part) => match run(&part).await {
+                Err(e) if undefined_table(&e) => {
+                    self.parts.forget(&part);
+                    run(OUTBOX_PARENT).await
+                }
+                done => done,
+            },
+            None => run(OUTBOX_PARENT).await,
+        }
+    }
+
+    /// Runs a mark; the claim ends with it whether it applied or was stale.
+    async fn mark(&self, sql: &str, id: &str, token: Uuid, args: MarkArgs<'_>) -> Result<(), ClaimError> {
+        let created = self.claimed_at(id, token).await?;
+        let applied = self.run_guarded(sql, id, token, created, args).await?;
         self.claim_days.0.invalidate(&token);
-        if done.rows_affected() == 1 { Ok(()) } else { Err(StaleClaimError { id: id.to_owned() }.into()) }
+        if applied == 1 { Ok(()) } else { Err(StaleClaimError { id: id.to_owned() }.into()) }
+    }
+
+    /// Marks a batch of delivered rows ([`MARK_DISPATCHED_BATCH`]) through `table`.
+    async fn run_mark_batch(
+        &self,
+        table: &str,
+        marks: &[DispatchedMark],
+        created: &[DateTime<Utc>],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<String>, sqlx::Error> {
+        let ids: Vec<&str> = marks.iter().map(|m| m.id.as_str()).collect();
+        let tokens: Vec<Uuid> = marks.iter().map(|m| m.token).collect();
+        let receipts: Vec<&str> = marks.iter().map(|m| m.receipt.as_str()).collect();
+        let sql = in_outbox(MARK_DISPATCHED_BATCH, table);
+        sqlx::query_scalar(&sql)
+            .bind(&ids)
+            .bind(&tokens)
+            .bind(&receipts)
+            .bind(now)
+            .bind(created)
+            .fetch_all(&self.pool)
+            .await
     }
 }
 
@@ -227,12 +336,7 @@ impl Outbox for PgStore {
         receipt: &str,
         now: DateTime<Utc>,
     ) -> Result<(), ClaimError> {
-        let at = self.claimed_at(id, token).await?;
-        let sql = format!(
-            "UPDATE outbox SET status = 'dispatched', receipt = $4, dispatched_at = $5, \
-             claim_token = NULL, lease_until = NULL WHERE {HELD}"
-        );
-        self.mark(id, token, sqlx::query(&sql).bind(id).bind(token).bind(at).bind(receipt).bind(now)).await
+        self.mark(MARK_DISPATCHED, id, token, MarkArgs::Dispatched { receipt, now }).await
     }
 
     async fn mark_dispatched_batch(
@@ -254,17 +358,22 @@ impl Outbox for PgStore {
                 Err(ClaimError::Store(e)) => return Err(e),
             });
         }
-        let ids: Vec<&str> = marks.iter().map(|m| m.id.as_str()).collect();
-        let tokens: Vec<Uuid> = marks.iter().map(|m| m.token).collect();
-        let receipts: Vec<&str> = marks.iter().map(|m| m.receipt.as_str()).collect();
-        let result = sqlx::query_scalar(MARK_DISPATCHED_BATCH)
-            .bind(&ids)
-            .bind(&tokens)
-            .bind(&receipts)
-            .bind(now)
-            .bind(&created)
-            .fetch_all(&self.pool)
-            .await;
+        // Rows of one day (a relay's batch, claimed together): through that day's partition.
+        let day = created[0].date_naive();
+        let part = match created.iter().all(|at| at.date_naive() == day) {
+            true => self.outbox_table(created[0]).await?,
+            false => None,
+        };
+        let result = match part {
+            Some(part) => match self.run_mark_batch(&part, marks, &created, now).await {
+                Err(e) if undefined_table(&e) => {
+                    self.parts.forget(&part);
+                    self.run_mark_batch(OUTBOX_PARENT, marks, &created, now).await
+                }
+                done => done,
+            },
+            None => self.run_mark_batch(OUTBOX_PARENT, marks, &created, now).await,
+        };
         for m in marks {
             self.claim_days.0.invalidate(&m.token);
         }
@@ -283,24 +392,11 @@ impl Outbox for PgStore {
         next: NextAttempt,
         now: DateTime<Utc>,
     ) -> Result<(), ClaimError> {
-        let created = self.claimed_at(id, token).await?;
         match next {
             NextAttempt::RetryAt(at) => {
-                let sql = format!(
-                    "UPDATE outbox SET attempts = attempts + 1, last_failure = $4, retry_at = $5, \
-                     claim_token = NULL, lease_until = NULL WHERE {HELD}"
-                );
-                let query = sqlx::query(&sql).bind(id).bind(token).bind(created).bind(failure).bind(at);
-                self.mark(id, token, query).await
+                self.mark(MARK_RETRY, id, token, MarkArgs::Failed { failure, at }).await
             }
-            NextAttempt::Dead => {
-                let sql = format!(
-                    "UPDATE outbox SET status = 'dead', attempts = attempts + 1, last_failure = $4, dead_at = $5, \
-                     claim_token = NULL, lease_until = NULL WHERE {HELD}"
-                );
-                let query = sqlx::query(&sql).bind(id).bind(token).bind(created).bind(failure).bind(now);
-                self.mark(id, token, query).await
-            }
+            NextAttempt::Dead => self.mark(MARK_DEAD, id, token, MarkArgs::Failed { failure, at: now }).await,
         }
     }
 
@@ -311,27 +407,14 @@ impl Outbox for PgStore {
         until: DateTime<Utc>,
         _now: DateTime<Utc>,
     ) -> Result<(), ClaimError> {
-        let created = self.claimed_at(id, token).await?;
-        let sql = format!(
-            "UPDATE outbox SET retry_at = $4, claim_token = NULL, lease_until = NULL, \
-             first_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE first_attempt_at END WHERE {HELD}"
-        );
-        self.mark(id, token, sqlx::query(&sql).bind(id).bind(token).bind(created).bind(until)).await
+        self.mark(MARK_DEFERRED, id, token, MarkArgs::Deferred { until }).await
     }
 
     async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError> {
         let created = self.claimed_at(id, token).await?;
-        let sql = format!("SELECT 1::int4 FROM outbox WHERE {HELD} AND lease_until > $4");
-        let held: Option<i32> = sqlx::query_scalar(&sql)
-            .bind(id)
-            .bind(token)
-            .bind(created)
-            .bind(now)
-            .fetch_optional(&self.pool)
-            .await?;
-        match held {
-            Some(_) => Ok(()),
-            None => Err(StaleClaimError { id: id.to_owned() }.into()),
+        match self.run_guarded(STILL_HELD, id, token, created, MarkArgs::Held { now }).await? {
+            0 => Err(StaleClaimError { id: id.to_owned() }.into()),
+            _ => Ok(()),
         }
     }
 

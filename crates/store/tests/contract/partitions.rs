@@ -240,6 +240,78 @@ async fn a_batch_appends_a_load_of_a_month_the_store_did_not_expect() {
     h.cleanup().await;
 }
 
+/// An append names its month's partition directly once the store has seen it attached; when
+/// retention drops that month afterwards, the next appends of the month (one load alone, or a
+/// batch of several) fail on the missing table only inside the store, which runs them again
+/// through the parent: they land in the default partition, nothing is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_of_a_month_dropped_since_the_store_named_it_go_through_the_parent() {
+    let (h, _other, pool) = two_stores_in_april().await;
+    let events = &h.stores().events;
+    let req = |load: &str, id: &str, expected: u64| AppendRequest {
+        load_id: load.into(),
+        entries: vec![sms(load, id, at(2026, 4, 20, 9))],
+        expected_version: expected,
+        outbox: Vec::new(),
+        summary: None,
+    };
+    assert_eq!(events.append("L1", &[sms("L1", "e1", at(2026, 4, 20, 9))], 0, &[]).await.expect("L1"), 1);
+    let out = events.append_batch(vec![req("L2", "e1", 0), req("L3", "e1", 0)]).await;
+    assert!(matches!(out.as_slice(), [Ok(1), Ok(1)]), "{out:?}");
+    for load in ["L1", "L2", "L3"] {
+        assert_eq!(log_partitions(&pool, load).await, ["log_entries_p2026_04"], "{load}");
+    }
+    let dropped: i64 = sqlx::query_scalar(
+        "SELECT load_agent_drop_log_month('2026-04-01', ARRAY['L1', 'L2', 'L3'], ARRAY[1, 1, 1]::int8[])",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("drop April");
+    assert_eq!(dropped, 3);
+
+    assert_eq!(events.append("L4", &[sms("L4", "e1", at(2026, 4, 21, 9))], 0, &[]).await.expect("L4"), 1);
+    let out = events.append_batch(vec![req("L5", "e1", 0), req("L6", "e1", 0)]).await;
+    assert!(matches!(out.as_slice(), [Ok(1), Ok(1)]), "{out:?}");
+    for load in ["L4", "L5", "L6"] {
+        assert_eq!(log_partitions(&pool, load).await, ["log_entries_default"], "{load}");
+    }
+    // The dropped load's log is gone with its month: its next append is a conflict.
+    let gone = events.append("L1", &[sms("L1", "e2", at(2026, 4, 22, 9))], 1, &[]).await;
+    assert!(matches!(gone, Err(AppendError::Conflict { expected: 1, actual: 0 })), "{gone:?}");
+    assert_eq!(events.read("L5").await.expect("read L5").1, 1);
+    h.cleanup().await;
+}
+
+/// A mark names its row's day partition once the store has seen it attached. When that table is
+/// gone before the mark (dropped by hand: retention never drops a day with a claimed row), the
+/// mark runs through the parent and reports the row stale, as for any claim that no longer
+/// holds its row; a store error would make the relay retry forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mark_whose_day_was_dropped_since_reports_its_row_stale() {
+    let h = PgHarness::new().await;
+    let pool = h.pg().pool().clone();
+    let s = h.stores();
+    two_loads_on_9_march(s).await;
+    let claimed = s.outbox.pending(10, at(2026, 3, 9, 11)).await.expect("claim");
+    assert_eq!(claimed.len(), 4);
+    let (first, rest) = claimed.split_first().expect("four rows");
+    s.outbox.mark_dispatched(&first.id, first.claim_token, "r", at(2026, 3, 9, 11)).await.expect("mark");
+    sqlx::query("DROP TABLE outbox_p2026_03_09").execute(&pool).await.expect("drop the day by hand");
+    let single = s.outbox.mark_dispatched(&rest[0].id, rest[0].claim_token, "r", at(2026, 3, 9, 12)).await;
+    assert!(matches!(single, Err(load_agent_store::ClaimError::Stale(_))), "{single:?}");
+    let marks: Vec<load_agent_store::DispatchedMark> = rest[1..]
+        .iter()
+        .map(|c| load_agent_store::DispatchedMark {
+            id: c.id.clone(),
+            token: c.claim_token,
+            receipt: "r".into(),
+        })
+        .collect();
+    let batch = s.outbox.mark_dispatched_batch(&marks, at(2026, 3, 9, 12)).await.expect("batch mark");
+    assert!(batch.iter().all(|m| m.is_err()), "{batch:?}");
+    h.cleanup().await;
+}
+
 /// Migrations 0001–0003, then the rows of a store written through the current code copied into
 /// the old tables, then 0004: the store reads back the same logs, outbox rows and timers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -478,6 +550,52 @@ async fn delivered_outbox_days_are_retired_read_back_and_dropped() {
     assert_eq!((dropped.dropped, dropped.kept_dead), (2, 0));
     assert!(s.outbox.rows_for_load("A").await.expect("rows").is_empty());
     assert_eq!(s.outbox.rows_for_load("B").await.expect("rows").len(), 2, "B's dead rows are not the day's");
+}
+
+/// The id columns compare bytewise (`COLLATE "C"`, migration 0008) in every table that holds
+/// them: the parents, the partitions made by `ensure`, the default partitions and a day retired
+/// to `outbox_retired` (whose move by `ATTACH` needs the same collation on both parents). Under
+/// the database's collation each b-tree comparison of two ids is a locale comparison.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_compare_bytewise_in_every_partition() {
+    let h = PgHarness::new().await;
+    let pool = h.pg().pool().clone();
+    let s = h.stores();
+    two_loads_on_9_march(s).await;
+    deliver_a_bury_b(s).await;
+    let retired = s.lifecycle.retire_outbox_days(at(2026, 3, 11, 12)).await.expect("retire");
+    assert_eq!(retired, ["outbox_p2026_03_09"]);
+    let columns: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT c.relname::text, a.attname::text, coalesce(l.collname::text, '') \
+         FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid \
+         LEFT JOIN pg_collation l ON l.oid = a.attcollation \
+         WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p') \
+           AND ((c.relname ~ '^(log_entries|outbox|timers|load_months|load_summary)' \
+                 AND a.attname IN ('load_id', 'entry_id', 'timer_id')) \
+                OR (c.relname ~ '^outbox' AND a.attname IN ('id', 'destination'))) \
+         ORDER BY 1, 2",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("the id columns");
+    let tables: std::collections::BTreeSet<&str> = columns.iter().map(|(t, _, _)| t.as_str()).collect();
+    for table in [
+        "log_entries",
+        "log_entries_default",
+        "log_entries_p2026_03",
+        "outbox",
+        "outbox_retired",
+        "outbox_p2026_03_09",
+        "outbox_p2026_03_10",
+        "timers_p2026_03",
+        "load_months",
+        "load_summary",
+    ] {
+        assert!(tables.contains(table), "{table} is among {tables:?}");
+    }
+    let not_bytewise: Vec<_> = columns.iter().filter(|(_, _, collation)| collation != "C").collect();
+    assert!(not_bytewise.is_empty(), "not bytewise: {not_bytewise:?}");
+    h.cleanup().await;
 }
 
 /// The plan a session made while `log_entries_p2026_04` was analyzed empty reads it how?
