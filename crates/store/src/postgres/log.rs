@@ -42,6 +42,13 @@ use crate::outbox::NewOutboxRow;
 /// parent each append paid for every month retention keeps (docs/capacity.md, "A year of log
 /// partitions"). The rows and checks are the same either way: `$22` is the partition's month.
 ///
+/// The version is the load's last `seq` read as `ORDER BY seq DESC LIMIT 1`, one backward step
+/// of the primary key, not `max(seq)`: through a partition named directly, a generic plan made
+/// while the partition had no statistics computed `max` by reading every entry of the load
+/// through the other unique index (3,000 rows for a load of 3,000 entries; through the parent
+/// the same `max` was planned as the backward step). The explicit form is the backward step
+/// whatever the statistics (docs/performance.md, "Partitions named: the version's plan").
+///
 /// The duplicate checks' `EXISTS (... OFFSET 0)` keeps each a sub-plan probed per id through its
 /// unique index. Without it Postgres may turn the `EXISTS` into a semi-join, and a generic plan
 /// expecting few rows for the load materialized all of the load's entries and compared each id
@@ -51,8 +58,8 @@ const APPEND: &str = r#"
 WITH dir AS (
     SELECT (SELECT load_month FROM load_months WHERE load_id = $1) AS m
 ), cur AS (
-    SELECT coalesce(max(seq), 0)::int8 AS v FROM {log}
-    WHERE load_id = $1 AND load_month = $22::date
+    SELECT coalesce((SELECT seq FROM {log} WHERE load_id = $1 AND load_month = $22::date
+                     ORDER BY seq DESC LIMIT 1), 0)::int8 AS v
 ), dup_entry AS (
     SELECT (SELECT e.id FROM UNNEST($3::text[]) WITH ORDINALITY AS e(id, n)
             WHERE EXISTS (SELECT 1 FROM {log} l WHERE l.load_id = $1 AND l.entry_id = e.id
@@ -129,8 +136,8 @@ WITH req AS (
            coalesce(dir.dir_month,
                     (SELECT date_trunc('month', e.recorded_at AT TIME ZONE 'UTC')::date FROM ent e
                      WHERE e.li = dir.i ORDER BY e.n LIMIT 1)) AS month,
-           (SELECT coalesce(max(seq), 0)::int8 FROM {log} l
-            WHERE l.load_id = dir.load_id AND l.load_month = dir.dir_month) AS v,
+           coalesce((SELECT l.seq FROM {log} l WHERE l.load_id = dir.load_id AND l.load_month = dir.dir_month
+                     ORDER BY l.seq DESC LIMIT 1), 0)::int8 AS v,
            (SELECT e.entry_id FROM ent e
             WHERE e.li = dir.i
               AND EXISTS (SELECT 1 FROM {log} l WHERE l.load_id = dir.load_id AND l.entry_id = e.entry_id

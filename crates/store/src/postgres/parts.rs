@@ -2,8 +2,8 @@
 //!
 //! Postgres 15 locks every partition a generic plan names at each execution, pruned or not, and
 //! a statement through a parent plans and sets up every partition; named directly, a statement's
-//! plan holds one table whatever the number of partitions kept (docs/capacity.md, "A year of
-//! log partitions, named"). A statement names a partition only after the store has seen it
+//! plan holds one table whatever the number of partitions kept (docs/capacity.md, "Ids compared
+//! bytewise, partitions named"). A statement names a partition only after the store has seen it
 //! attached to its parent (checked once a minute per partition): a month or a day without its
 //! own partition keeps its rows in the parent's default partition, which only the parent reaches.
 //! A partition dropped by retention since fails the statement that names it ([`undefined_table`]),
