@@ -11,7 +11,6 @@ use sqlx::postgres::PgRow;
 use uuid::Uuid;
 
 use super::PgStore;
-use super::parts::undefined_table;
 use crate::codec::{age, decode_action, decode_destination, decode_status, limit_i64, to_u32, to_u64};
 use crate::error::{ClaimError, StaleClaimError, StoreError};
 use crate::outbox::{
@@ -242,12 +241,6 @@ impl PgStore {
         at.ok_or_else(|| StaleClaimError { id: id.to_owned() }.into())
     }
 
-    /// The outbox table for a statement on rows of the day of `at`: its partition when
-    /// attached to the live outbox, else the parent.
-    async fn outbox_table(&self, at: DateTime<Utc>) -> Result<Option<String>, sqlx::Error> {
-        self.parts.attached(&self.pool, OUTBOX_PARENT, outbox_partition(at)).await
-    }
-
     /// Runs `sql` (a statement guarded by key, token and `created_at`, then `args`) on the
     /// row's day: through its partition, or the parent when the partition is not attached or
     /// was dropped since the store saw it. Returns how many rows it applied to (0: stale).
@@ -259,23 +252,16 @@ impl PgStore {
         created: DateTime<Utc>,
         args: MarkArgs<'_>,
     ) -> Result<u64, sqlx::Error> {
-        let run = |table: &str| {
-            let sql = in_outbox(sql, table);
-            async move {
-                let query = args.bind(sqlx::query(&sql).bind(id).bind(token).bind(created));
-                query.execute(&self.pool).await.map(|done| done.rows_affected())
-            }
-        };
-        match self.outbox_table(created).await? {
-            Some(part) => match run(&part).await {
-                Err(e) if undefined_table(&e) => {
-                    self.parts.forget(&part);
-                    run(OUTBOX_PARENT).await
+        let day = Some(outbox_partition(created));
+        self.parts
+            .through(&self.pool, OUTBOX_PARENT, day, |table| {
+                let sql = in_outbox(sql, &table);
+                async move {
+                    let query = args.bind(sqlx::query(&sql).bind(id).bind(token).bind(created));
+                    query.execute(&self.pool).await.map(|done| done.rows_affected())
                 }
-                done => done,
-            },
-            None => run(OUTBOX_PARENT).await,
-        }
+            })
+            .await
     }
 
     /// Runs a mark; the claim ends with it whether it applied or was stale.
@@ -289,7 +275,7 @@ impl PgStore {
     /// Marks a batch of delivered rows ([`MARK_DISPATCHED_BATCH`]) through `table`.
     async fn run_mark_batch(
         &self,
-        table: &str,
+        table: String,
         marks: &[DispatchedMark],
         created: &[DateTime<Utc>],
         now: DateTime<Utc>,
@@ -297,7 +283,7 @@ impl PgStore {
         let ids: Vec<&str> = marks.iter().map(|m| m.id.as_str()).collect();
         let tokens: Vec<Uuid> = marks.iter().map(|m| m.token).collect();
         let receipts: Vec<&str> = marks.iter().map(|m| m.receipt.as_str()).collect();
-        let sql = in_outbox(MARK_DISPATCHED_BATCH, table);
+        let sql = in_outbox(MARK_DISPATCHED_BATCH, &table);
         sqlx::query_scalar(&sql)
             .bind(&ids)
             .bind(&tokens)
@@ -359,21 +345,13 @@ impl Outbox for PgStore {
             });
         }
         // Rows of one day (a relay's batch, claimed together): through that day's partition.
-        let day = created[0].date_naive();
-        let part = match created.iter().all(|at| at.date_naive() == day) {
-            true => self.outbox_table(created[0]).await?,
-            false => None,
-        };
-        let result = match part {
-            Some(part) => match self.run_mark_batch(&part, marks, &created, now).await {
-                Err(e) if undefined_table(&e) => {
-                    self.parts.forget(&part);
-                    self.run_mark_batch(OUTBOX_PARENT, marks, &created, now).await
-                }
-                done => done,
-            },
-            None => self.run_mark_batch(OUTBOX_PARENT, marks, &created, now).await,
-        };
+        let first = created[0];
+        let day =
+            created.iter().all(|at| at.date_naive() == first.date_naive()).then(|| outbox_partition(first));
+        let result = self
+            .parts
+            .through(&self.pool, OUTBOX_PARENT, day, |table| self.run_mark_batch(table, marks, &created, now))
+            .await;
         for m in marks {
             self.claim_days.0.invalidate(&m.token);
         }

@@ -9,6 +9,7 @@
 //! A partition dropped by retention since fails the statement that names it ([`undefined_table`]),
 //! which then runs through the parent.
 
+use std::future::Future;
 use std::time::Duration;
 
 use sqlx::{Executor, Postgres};
@@ -58,6 +59,38 @@ impl AttachedParts {
     /// `part` failed a statement as a missing table: check it again before naming it.
     pub(crate) fn forget(&self, part: &str) {
         self.0.invalidate(part);
+    }
+
+    /// Runs `run` with the table to name: `part` when it is attached to `parent` (checked on
+    /// `executor`), else `parent`; when `part` was dropped since it was seen attached (the run
+    /// fails with [`undefined_table`]), forgets it and runs again with `parent`. `None`: the
+    /// statement's rows are not all in one partition, so `parent`.
+    pub(crate) async fn through<'c, E, T, F, Fut>(
+        &self,
+        executor: E,
+        parent: &str,
+        part: Option<String>,
+        run: F,
+    ) -> Result<T, sqlx::Error>
+    where
+        E: Executor<'c, Database = Postgres>,
+        F: Fn(String) -> Fut,
+        Fut: Future<Output = Result<T, sqlx::Error>>,
+    {
+        let named = match part {
+            Some(part) => self.attached(executor, parent, part).await?,
+            None => None,
+        };
+        match named {
+            Some(part) => match run(part.clone()).await {
+                Err(e) if undefined_table(&e) => {
+                    self.forget(&part);
+                    run(parent.to_owned()).await
+                }
+                done => done,
+            },
+            None => run(parent.to_owned()).await,
+        }
     }
 }
 
