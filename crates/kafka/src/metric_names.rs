@@ -19,6 +19,9 @@ pub const CONSUMER_ABANDONED_TOTAL: &str = "load_agent_consumer_abandoned_total"
 pub const CONSUMER_CLOSE_TIMEOUTS_TOTAL: &str = "load_agent_consumer_close_timeouts_total";
 /// Counter, label `action` (`pause`, `resume`): backpressure.
 pub const CONSUMER_PAUSES_TOTAL: &str = "load_agent_consumer_pauses_total";
+/// Gauge, labels `broker`, `quantile` (`0.5`, `0.99`): the consumer's request round trip to
+/// each broker it fetches from, over librdkafka's last statistics window (seconds).
+pub const BROKER_ROUND_TRIP_SECONDS: &str = "load_agent_consumer_broker_round_trip_seconds";
 /// Counter, label `result`: offset commits.
 pub const CONSUMER_COMMITS_TOTAL: &str = "load_agent_consumer_commits_total";
 /// Counter: consumer errors (the loop backs off).

@@ -114,6 +114,10 @@ pub const METRICS: &[(&str, &str)] = &[
 #[cfg(feature = "kafka")]
 pub const KAFKA_METRICS: &[(&str, &str)] = &[
     (kafka::CONSUMER_LAG, "Kafka consumer lag, by partition."),
+    (
+        kafka::BROKER_ROUND_TRIP_SECONDS,
+        "How long each broker took to answer the consumer's requests (nearly all fetches), by quantile, over librdkafka's last statistics window.",
+    ),
     (kafka::DEAD_LETTERS_TOTAL, "Records sent to the DLQ."),
     (kafka::CONSUMER_CLOSE_TIMEOUTS_TOTAL, "Kafka consumer closes librdkafka did not complete in 30 s."),
 ];

@@ -64,5 +64,5 @@ pub use relay::{Relay, RelayConfig, RelayReport, RetryPolicy};
 pub use settings::{RelaySettings, ShutdownSettings, TimerSettings, WorkerSettings};
 pub use shutdown::{Shutdown, ShutdownTrigger, shutdown_channel};
 pub use snapshot::{LogProjection, SnapshotSource};
-pub use stages::{Stage, StageSink};
+pub use stages::{RoundTrips, Stage, StageSink};
 pub use worker::{DeadLetters, LogDeadLetters, RunOutcome, Worker, WorkerConfig, outbox_rows};

@@ -31,9 +31,27 @@ load_agent_domain::spelled_enum! {
     }
 }
 
+/// What the consumer's client library measured of its own requests to the queue over one
+/// window (Kafka: librdkafka's statistics of the connection to one broker, every
+/// `statistics.interval.ms`; on a consumer's connection nearly all of them are fetches). A
+/// record's `fetch` stage holds part of one such round trip, or more than one when the record
+/// reached the broker after a fetch in flight had read its partition; the floor probe pays the
+/// same. The broker's answer time is the queue's, not the service's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RoundTrips {
+    /// Requests answered in the window.
+    pub requests: u64,
+    pub mean: Duration,
+    pub p99: Duration,
+}
+
 /// Receives every observation (the load test's probe).
 pub trait StageSink: Send + Sync {
     fn observe(&self, stage: Stage, took: Duration);
+
+    /// One window of the consumer's round trips to its queue; a sink that does not keep them
+    /// ignores it.
+    fn round_trips(&self, _window: RoundTrips) {}
 }
 
 static SINK: OnceLock<Arc<dyn StageSink>> = OnceLock::new();
@@ -51,27 +69,43 @@ pub fn observe(stage: Stage, took: Duration) {
     }
 }
 
+/// Hands a window of the consumer's round trips to the installed sink (the consumer's client
+/// library publishes its own figures as metrics, where it knows their labels).
+pub fn observe_round_trips(window: RoundTrips) {
+    if let Some(sink) = SINK.get() {
+        sink.round_trips(window);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Mutex;
 
-    struct Keep(Mutex<Vec<(Stage, Duration)>>);
+    struct Keep(Mutex<Vec<(Stage, Duration)>>, Mutex<Vec<RoundTrips>>);
 
     impl StageSink for Keep {
         fn observe(&self, stage: Stage, took: Duration) {
             self.0.lock().unwrap_or_else(|p| p.into_inner()).push((stage, took));
         }
+
+        fn round_trips(&self, window: RoundTrips) {
+            self.1.lock().unwrap_or_else(|p| p.into_inner()).push(window);
+        }
     }
 
     #[test]
     fn an_installed_sink_sees_every_observation_and_names_are_stable() {
-        let keep = Arc::new(Keep(Mutex::new(Vec::new())));
+        let keep = Arc::new(Keep(Mutex::new(Vec::new()), Mutex::new(Vec::new())));
         assert!(install_sink(keep.clone()));
         assert!(!install_sink(keep.clone()), "one sink per process");
         observe(Stage::Append, Duration::from_millis(3));
         let seen = keep.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
         assert!(seen.contains(&(Stage::Append, Duration::from_millis(3))), "{seen:?}");
+        let window =
+            RoundTrips { requests: 250, mean: Duration::from_millis(40), p99: Duration::from_millis(61) };
+        observe_round_trips(window);
+        assert_eq!(*keep.1.lock().unwrap_or_else(|p| p.into_inner()), [window]);
         let names: Vec<&str> = Stage::ALL.iter().map(|s| s.as_str()).collect();
         assert_eq!(
             names,

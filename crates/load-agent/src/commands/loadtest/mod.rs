@@ -591,6 +591,12 @@ fn print_summary(r: &Report) {
     if let Some(f) = &r.broker_floor_ms {
         l("broker floor (same settings)", f);
     }
+    if let Some(t) = &w.fetch_round_trip_ms {
+        println!(
+            "  consumer's broker round trip  {:.0}/s  mean {:>7.1} ms  p99 {:>8.1} ms (worst 10 s window; librdkafka)",
+            t.requests_per_sec, t.mean, t.worst_window_p99
+        );
+    }
     if let Some(a) = &r.service_added_ms {
         println!(
             "  service over the broker floor: +{:.1} ms at p50, +{:.1} ms at p99 (p99 {:.1}× the floor's)",

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use load_agent_domain::{Destination, LoadSummary, LogEntry};
-use load_agent_runtime::{Stage, StageSink};
+use load_agent_runtime::{RoundTrips, Stage, StageSink};
 use load_agent_store::{
     AppendError, AppendRequest, ClaimError, DelegatingOutbox, DispatchedMark, EventStore, NewOutboxRow,
     Outbox, StaleClaimError, StoreError, Stores, TimerRow, TimerStore, TimerView,
@@ -58,6 +58,8 @@ struct State {
     commits: Vec<(Instant, bool)>,
     /// The pipeline's own stage timings (`load_agent_runtime::stages`).
     stages: BTreeMap<Stage, Samples>,
+    /// The consumer's windows of round trips to its queue, by arrival.
+    round_trips: Vec<(Instant, RoundTrips)>,
 }
 
 /// The shared measurements.
@@ -184,6 +186,10 @@ impl Probe {
             timer_lag_ms: Latency::of(pick(&st.timer_lag)),
             handover_ms: Latency::of(pick(&st.handover)),
             stages_ms: st.stages.iter().map(|(stage, s)| (stage.as_str(), Latency::of(pick(s)))).collect(),
+            fetch_round_trip_ms: RoundTripFigures::of(
+                secs,
+                st.round_trips.iter().filter(|(at, _)| in_window(at)).map(|(_, w)| *w),
+            ),
         }
     }
 
@@ -205,6 +211,10 @@ impl Probe {
 impl StageSink for Probe {
     fn observe(&self, stage: Stage, took: Duration) {
         lock(&self.state).stages.entry(stage).or_default().push((Instant::now(), ms(took)));
+    }
+
+    fn round_trips(&self, window: RoundTrips) {
+        lock(&self.state).round_trips.push((Instant::now(), window));
     }
 }
 
@@ -234,6 +244,36 @@ pub struct WindowFigures {
     /// `fetch` + `queue` + `snapshot` + `decide` + `append`; commit → published is `claim` +
     /// `send` + `outcome` + `mark` plus the wait for the relay's next claim.
     pub stages_ms: BTreeMap<&'static str, Latency>,
+    /// Kafka mode: the consumer's own round trips to the broker (librdkafka's statistics
+    /// windows that ended in the measured window): how long the broker takes to answer a fetch,
+    /// which each record's `fetch` stage waits for at least in part, as the floor probe's do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fetch_round_trip_ms: Option<RoundTripFigures>,
+}
+
+/// The consumer's round trips to the broker over a measured window, from the client library's
+/// own windows (it keeps no samples, so the p99 is the worst window's, not the whole run's).
+#[derive(Debug, Clone, Serialize)]
+pub struct RoundTripFigures {
+    pub requests_per_sec: f64,
+    pub mean: f64,
+    pub worst_window_p99: f64,
+}
+
+impl RoundTripFigures {
+    fn of(secs: f64, windows: impl Iterator<Item = RoundTrips>) -> Option<RoundTripFigures> {
+        let (mut requests, mut weighted, mut worst) = (0u64, 0.0, 0.0f64);
+        for w in windows {
+            requests += w.requests;
+            weighted += ms(w.mean) * w.requests as f64;
+            worst = worst.max(ms(w.p99));
+        }
+        (requests > 0).then(|| RoundTripFigures {
+            requests_per_sec: requests as f64 / secs,
+            mean: weighted / requests as f64,
+            worst_window_p99: worst,
+        })
+    }
 }
 
 /// A latency distribution in milliseconds.
@@ -458,5 +498,26 @@ mod tests {
         assert_eq!(Latency::of(vec![]).count, 0);
         let one = Latency::of(vec![7.0]);
         assert_eq!((one.p50, one.p99, one.max), (7.0, 7.0, 7.0));
+    }
+
+    /// The broker's round trips are the consumer's windows inside the measured one: a mean
+    /// weighted by each window's requests, the worst window's p99, nothing from outside it.
+    #[test]
+    fn round_trips_count_only_the_windows_inside_the_measured_one() {
+        let probe = Probe::new(1.0);
+        let window = |requests, mean, p99| RoundTrips {
+            requests,
+            mean: Duration::from_millis(mean),
+            p99: Duration::from_millis(p99),
+        };
+        probe.round_trips(window(1_000, 99, 999));
+        let from = Instant::now();
+        assert!(probe.window(from, Instant::now()).fetch_round_trip_ms.is_none(), "no window yet");
+        probe.round_trips(window(300, 40, 60));
+        probe.round_trips(window(100, 20, 80));
+        let to = Instant::now() + Duration::from_millis(1);
+        let t = probe.window(from, to).fetch_round_trip_ms.expect("two windows");
+        assert_eq!((t.mean, t.worst_window_p99), (35.0, 80.0));
+        assert!(t.requests_per_sec > 0.0);
     }
 }
