@@ -40,12 +40,22 @@ struct Backends {
     _sqlite_dir: tempfile::TempDir,
 }
 
-/// The bench store's pool: 24 connections, or `BENCH_PG_CONNECTIONS`. The pool lends its idle
-/// connections in turn, so one statement at a time over 24 open connections lands each time on a
-/// backend that has not run for 23 statements (docs/performance.md, "The marks' gap: the bench's
-/// pool").
+/// The bench store's main pool (appends, reads): 24 connections, or `BENCH_PG_CONNECTIONS`. The
+/// claims and marks run on the relay's pool (below): a pool lends its idle connections in turn, so
+/// one mark at a time over 24 connections landed each time on a backend that had not run for 23
+/// statements (docs/performance.md, "The marks' gap: the bench's pool", "The relay's pool").
 fn pg_connections() -> u32 {
     std::env::var("BENCH_PG_CONNECTIONS").ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(24)
+}
+
+/// The relay's own pool in the bench store (the claims and marks run on it):
+/// `StoreOptions::default().relay_connections`, or `BENCH_PG_RELAY_CONNECTIONS`.
+fn pg_relay_connections() -> u32 {
+    std::env::var("BENCH_PG_RELAY_CONNECTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(StoreOptions::default().relay_connections)
 }
 
 impl Backends {
@@ -54,7 +64,11 @@ impl Backends {
         let sqlite = SqliteStore::open(dir.path().join("bench.db")).await.expect("open SQLite").into_stores();
         let pg_store = bench_postgres(
             "store",
-            &StoreOptions { max_connections: pg_connections(), ..StoreOptions::default() },
+            &StoreOptions {
+                max_connections: pg_connections(),
+                relay_connections: pg_relay_connections(),
+                ..StoreOptions::default()
+            },
         )
         .await;
         Backends { sqlite, postgres: pg_store.clone().into_stores(), pg_store, _sqlite_dir: dir }

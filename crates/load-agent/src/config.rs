@@ -238,8 +238,8 @@ impl Settings {
         RuntimeConfig::from_settings(&self.relay, &self.timers, &self.worker, self.llm.run_deadline())
     }
 
-    /// The store's options: `database.max_connections` and the relay's claim lease
-    /// (`relay.lease_secs`).
+    /// The store's options: `database.max_connections`, `database.relay_connections` and the
+    /// relay's claim lease (`relay.lease_secs`).
     pub fn store_options(&self) -> StoreOptions {
         self.database.options(self.relay.lease())
     }

@@ -106,12 +106,19 @@ fn postgres_tls_problem(url: &str) -> Option<String> {
 pub struct DatabaseSettings {
     /// `sqlite://FILE` (the embedded default) or `postgres://...` (production).
     pub url: DatabaseUrl,
+    /// Postgres: the pool of workers, timers, the console and every other caller.
     pub max_connections: u32,
+    /// Postgres: the relay's own pool (claims, marks, lag), besides `max_connections`.
+    pub relay_connections: u32,
 }
 
 impl Default for DatabaseSettings {
     fn default() -> Self {
-        DatabaseSettings { url: DatabaseUrl("sqlite://load-agent.db".into()), max_connections: 16 }
+        DatabaseSettings {
+            url: DatabaseUrl("sqlite://load-agent.db".into()),
+            max_connections: 16,
+            relay_connections: StoreOptions::default().relay_connections,
+        }
     }
 }
 
@@ -122,6 +129,12 @@ impl DatabaseSettings {
         if !db.is_sqlite() && !db.is_postgres() {
             return Err(bad("database.url", "must start with sqlite:// or postgres://"));
         }
+        if self.max_connections == 0 {
+            return Err(bad("database.max_connections", "must be at least 1"));
+        }
+        if self.relay_connections == 0 {
+            return Err(bad("database.relay_connections", "must be at least 1"));
+        }
         if db.is_postgres()
             && let Some(problem) = postgres_tls_problem(db.expose())
         {
@@ -130,9 +143,14 @@ impl DatabaseSettings {
         Ok(())
     }
 
-    /// The store's options: this pool size, and the relay's claim lease (`relay.lease_secs`).
+    /// The store's options: these pool sizes, and the relay's claim lease (`relay.lease_secs`).
     pub fn options(&self, lease: Duration) -> StoreOptions {
-        StoreOptions { lease, max_connections: self.max_connections, ..StoreOptions::default() }
+        StoreOptions {
+            lease,
+            max_connections: self.max_connections,
+            relay_connections: self.relay_connections,
+            ..StoreOptions::default()
+        }
     }
 }
 
@@ -235,7 +253,10 @@ mod tests {
         db.validate().expect("sqlite is valid");
         assert!(db.url.is_sqlite());
         let options = db.options(Duration::from_secs(120));
-        assert_eq!((options.lease, options.max_connections), (Duration::from_secs(120), 16));
+        assert_eq!(
+            (options.lease, options.max_connections, options.relay_connections),
+            (Duration::from_secs(120), 16, 4)
+        );
         let life = LifecycleSettings::default();
         life.validate().expect("valid");
         assert_eq!(life.plan(), crate::lifecycle::PartitionPlan::default());
@@ -244,8 +265,9 @@ mod tests {
 
     #[test]
     fn a_remote_postgres_needs_tls_and_the_error_never_quotes_the_url() {
-        let check =
-            |url: &str| DatabaseSettings { url: DatabaseUrl::new(url), max_connections: 1 }.validate();
+        let check = |url: &str| {
+            DatabaseSettings { url: DatabaseUrl::new(url), ..DatabaseSettings::default() }.validate()
+        };
         check("postgres://app:pw@db.internal/la?sslmode=verify-full").expect("tls");
         check("postgres://postgres@127.0.0.1:5432/test").expect("local");
         let e = check("postgres://app:hunter2@db.internal/la").expect_err("plaintext");
@@ -253,6 +275,22 @@ mod tests {
         assert!(!e.to_string().contains("hunter2"), "{e}");
         assert_eq!(check("mysql://x").expect_err("scheme").setting, "database.url");
         assert_eq!(format!("{:?}", DatabaseUrl::new("postgres://a:b@h/d")), "\"postgres://a:***@h/d\"");
+    }
+
+    #[test]
+    fn an_empty_pool_names_its_setting() {
+        for (setting, db) in [
+            (
+                "database.max_connections",
+                DatabaseSettings { max_connections: 0, ..DatabaseSettings::default() },
+            ),
+            (
+                "database.relay_connections",
+                DatabaseSettings { relay_connections: 0, ..DatabaseSettings::default() },
+            ),
+        ] {
+            assert_eq!(db.validate().expect_err(setting).setting, setting);
+        }
     }
 
     #[test]

@@ -21,6 +21,9 @@ pub struct StoreOptions {
     pub lease: Duration,
     /// Postgres pool size.
     pub max_connections: u32,
+    /// Postgres: the relay's own pool (the outbox's claims, marks and lag queries), besides
+    /// `max_connections`.
+    pub relay_connections: u32,
     /// How long to wait for a pooled connection.
     pub acquire_timeout: Duration,
     /// SQLite: how long a write waits for another process's write lock.
@@ -34,6 +37,7 @@ impl Default for StoreOptions {
         StoreOptions {
             lease: DEFAULT_LEASE,
             max_connections: 20,
+            relay_connections: 4,
             acquire_timeout: Duration::from_secs(30),
             busy_timeout: Duration::from_secs(5),
             sqlite_readers: 4,

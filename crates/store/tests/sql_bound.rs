@@ -594,8 +594,10 @@ fn is_executor(arg: &[Token]) -> bool {
     // `&mut conn` renders with a space after `mut`: trimmed too, or an owned connection would
     // pass for SQL.
     let text = text.trim_start_matches('&').trim_start_matches("mut").trim_start().trim_start_matches('*');
-    matches!(text, "executor" | "conn" | "c" | "tx" | "pool" | "self.pool" | "self.readers")
-        || text.ends_with(".pool()")
+    matches!(
+        text,
+        "executor" | "conn" | "c" | "tx" | "pool" | "self.pool" | "self.relay_pool" | "self.readers"
+    ) || text.ends_with(".pool()")
 }
 
 /// A builder piece: one literal, or an `if` whose branches are each one literal.

@@ -37,10 +37,16 @@ const CURRENT_SCHEMA: &str = "SELECT coalesce(current_schema(), '')";
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
 
 /// The Postgres store: [`EventStore`](crate::EventStore), [`Outbox`](crate::Outbox),
-/// [`TimerStore`](crate::TimerStore) and [`LoadLock`](crate::LoadLock) over one pool.
+/// [`TimerStore`](crate::TimerStore) and [`LoadLock`](crate::LoadLock): one pool, and the relay's own
+/// for the outbox's claims and marks.
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// The relay's own pool, for the outbox's claims, marks and lag queries
+    /// (`StoreOptions::relay_connections`): the relay's statements stay planned on a few
+    /// backends that run them all the time, and appends that take every connection of `pool`
+    /// never hold up a delivery (docs/performance.md, "The relay's pool").
+    relay_pool: PgPool,
     lease: chrono::TimeDelta,
     lock: Arc<PgLoadLock>,
     schema: Option<String>,
@@ -108,17 +114,10 @@ impl PgStore {
         // "Partitioned store"). No JIT: the store's statements are short, and a plan whose
         // estimate crossed `jit_above_cost` (a generic plan's guesses over a long outbox) paid
         // tens of milliseconds of compilation at every execution (docs/performance.md, "JIT").
-        let pool = PgPoolOptions::new()
-            .max_connections(options.max_connections.max(1))
-            .acquire_timeout(options.acquire_timeout)
-            // No ping before each use: it cost every statement a second round trip. A
-            // connection that broke (Postgres restarted) fails its next statement instead, is
-            // closed by the pool, and the caller's retry gets a new one (tests/outage.rs).
-            .test_before_acquire(false)
-            .connect_with(
-                connect.clone().options([("plan_cache_mode", "force_generic_plan"), ("jit", "off")]),
-            )
-            .await?;
+        let session = connect.clone().options([("plan_cache_mode", "force_generic_plan"), ("jit", "off")]);
+        let pool = pool_options(options.max_connections, options).connect_with(session.clone()).await?;
+        // Opened on first use: a one-shot command that never claims opens no relay connection.
+        let relay_pool = pool_options(options.relay_connections, options).connect_lazy_with(session);
         MIGRATOR.run(&pool).await?;
         let lease = options.lease_delta()?;
         // The load lease's keys are namespaced by the schema the store really uses: the one it
@@ -128,7 +127,16 @@ impl PgStore {
         let lock = Arc::new(PgLoadLock::spawn(connect, namespace));
         let months = moka::sync::Cache::new(MONTHS_CACHED);
         let parts = parts::AttachedParts::new();
-        Ok(PgStore { pool, lease, lock, schema, months, parts, claim_days: outbox::ClaimDays::new() })
+        Ok(PgStore {
+            pool,
+            relay_pool,
+            lease,
+            lock,
+            schema,
+            months,
+            parts,
+            claim_days: outbox::ClaimDays::new(),
+        })
     }
 
     /// Applies the migrations that are not applied yet (`load-agent migrate`).
@@ -143,6 +151,7 @@ impl PgStore {
         let Some(schema) = self.schema.clone() else {
             return Err(StoreError::InvalidRequest("drop_schema on a store opened without a schema".into()));
         };
+        self.relay_pool.close().await;
         self.pool.execute(format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE").as_str()).await?;
         self.pool.close().await;
         Ok(())
@@ -171,6 +180,17 @@ impl PgStore {
             index: store,
         }
     }
+}
+
+/// A pool of at most `size` connections (at least one) with the store's acquire timeout.
+fn pool_options(size: u32, options: &StoreOptions) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(size.max(1))
+        .acquire_timeout(options.acquire_timeout)
+        // No ping before each use: it cost every statement a second round trip. A connection
+        // that broke (Postgres restarted) fails its next statement instead, is closed by the
+        // pool, and the caller's retry gets a new one (tests/outage.rs).
+        .test_before_acquire(false)
 }
 
 fn check_schema_name(schema: &str) -> Result<(), StoreError> {

@@ -237,7 +237,7 @@ impl PgStore {
             return Ok(at);
         }
         let at: Option<DateTime<Utc>> =
-            sqlx::query_scalar(CLAIMED_AT).bind(id).bind(token).fetch_optional(&self.pool).await?;
+            sqlx::query_scalar(CLAIMED_AT).bind(id).bind(token).fetch_optional(&self.relay_pool).await?;
         at.ok_or_else(|| StaleClaimError { id: id.to_owned() }.into())
     }
 
@@ -254,11 +254,11 @@ impl PgStore {
     ) -> Result<u64, sqlx::Error> {
         let day = Some(outbox_partition(created));
         self.parts
-            .through(&self.pool, OUTBOX_PARENT, day, |table| {
+            .through(&self.relay_pool, OUTBOX_PARENT, day, |table| {
                 let sql = in_outbox(sql, &table);
                 async move {
                     let query = args.bind(sqlx::query(&sql).bind(id).bind(token).bind(created));
-                    query.execute(&self.pool).await.map(|done| done.rows_affected())
+                    query.execute(&self.relay_pool).await.map(|done| done.rows_affected())
                 }
             })
             .await
@@ -290,7 +290,7 @@ impl PgStore {
             .bind(&receipts)
             .bind(now)
             .bind(created)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.relay_pool)
             .await
     }
 }
@@ -305,7 +305,7 @@ impl Outbox for PgStore {
             .bind(now)
             .bind(now + self.lease)
             .bind(limit_i64(limit))
-            .fetch_all(&self.pool)
+            .fetch_all(&self.relay_pool)
             .await?;
         let mut claimed = rows.iter().map(claimed_row).collect::<Result<Vec<_>, _>>()?;
         for (_, row) in &claimed {
@@ -350,7 +350,9 @@ impl Outbox for PgStore {
             created.iter().all(|at| at.date_naive() == first.date_naive()).then(|| outbox_partition(first));
         let result = self
             .parts
-            .through(&self.pool, OUTBOX_PARENT, day, |table| self.run_mark_batch(table, marks, &created, now))
+            .through(&self.relay_pool, OUTBOX_PARENT, day, |table| {
+                self.run_mark_batch(table, marks, &created, now)
+            })
             .await;
         for m in marks {
             self.claim_days.0.invalidate(&m.token);
@@ -400,7 +402,7 @@ impl Outbox for PgStore {
         let oldest: Option<DateTime<Utc>> = sqlx::query_scalar(
             "SELECT created_at FROM outbox WHERE status = 'pending' ORDER BY position LIMIT 1",
         )
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.relay_pool)
         .await?;
         Ok(oldest.map(|t| age(now, t)))
     }
@@ -409,7 +411,7 @@ impl Outbox for PgStore {
         let since: Option<DateTime<Utc>> = sqlx::query_scalar(RELAY_LAG)
             .bind(now)
             .bind(i64::from(DUE_ROWS_EXAMINED))
-            .fetch_one(&self.pool)
+            .fetch_one(&self.relay_pool)
             .await?;
         Ok(since.map(|t| age(now, t)))
     }
@@ -418,7 +420,7 @@ impl Outbox for PgStore {
         let n: i64 =
             sqlx::query_scalar("SELECT count(*) FROM outbox WHERE status = 'dead' AND dead_at >= $1")
                 .bind(since)
-                .fetch_one(&self.pool)
+                .fetch_one(&self.relay_pool)
                 .await?;
         Ok(to_u64(n))
     }

@@ -1,7 +1,9 @@
 //! Postgres behavior beyond the shared contract: the advisory-lock lease and the retention run
 //! lock exclude other holders (SQLite's are no-ops by design), and schemas isolate stores.
 
-use load_agent_store::PgStore;
+use std::time::Duration;
+
+use load_agent_store::{DispatchedMark, PgStore, StoreOptions};
 
 use crate::fixtures::{step, t};
 use crate::harness::{PgHarness, StoreHarness};
@@ -108,6 +110,41 @@ async fn schemas_isolate_stores() {
     assert_eq!(a.stores().outbox.pending(10, t(100)).await.expect("claim a").len(), 2);
     a.cleanup().await;
     b.cleanup().await;
+}
+
+/// The relay claims, marks and reads its lag on its own pool: with every connection of the
+/// store's main pool taken (a burst of appends, a long console query), deliveries go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_goes_on_while_the_main_pool_is_taken() {
+    let h = PgHarness::new().await;
+    let schema = h.pg().schema().expect("the harness store has a schema");
+    let options = StoreOptions {
+        max_connections: 1,
+        relay_connections: 1,
+        acquire_timeout: Duration::from_secs(2),
+        ..StoreOptions::default()
+    };
+    let store = PgStore::connect_in_schema_with(h.url(), schema, &options).await.expect("open");
+    let stores = store.clone().into_stores();
+    let (entries, rows) = step("L1", 0);
+    stores.events.append("L1", &entries, 0, &rows).await.expect("append");
+
+    let taken = store.pool().acquire().await.expect("the main pool's one connection");
+    let append = stores.events.append("L1", &step("L1", 1).0, 2, &[]).await;
+    assert!(append.is_err(), "the main pool is taken: an append waits out the acquire timeout");
+    let claimed = stores.outbox.pending(10, t(100)).await.expect("claimed on the relay's pool");
+    assert_eq!(claimed.len(), rows.len());
+    let marks: Vec<_> = claimed
+        .iter()
+        .map(|r| DispatchedMark { id: r.id.clone(), token: r.claim_token, receipt: "r".into() })
+        .collect();
+    let marked =
+        stores.outbox.mark_dispatched_batch(&marks, t(101)).await.expect("marked on the relay's pool");
+    assert!(marked.iter().all(Result::is_ok), "{marked:?}");
+    assert_eq!(stores.outbox.relay_lag(t(102)).await.expect("lag on the relay's pool"), None);
+    drop(taken);
+    drop((stores, store));
+    h.cleanup().await;
 }
 
 #[tokio::test]
