@@ -185,7 +185,9 @@ impl KafkaConfig {
             // Derived from the service's own record limit (dlq.rs): a dead letter of a record
             // at that limit is never refused by librdkafka itself (its default is 1,000,000).
             .set("message.max.bytes", crate::dlq::PRODUCER_MAX_BYTES.to_string())
-            .set("message.timeout.ms", self.send_timeout.as_millis().to_string());
+            .set("message.timeout.ms", self.send_timeout.as_millis().to_string())
+            // Statistics every 10 s feed the producer's round-trip metric.
+            .set("statistics.interval.ms", "10000");
         self.with_overrides(c)
     }
 

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use load_agent_ingest::{InboundRecord, RecordOutcome, RecordProcessor};
 use load_agent_runtime::Shutdown;
-use load_agent_runtime::stages::{self, RoundTrips, Stage};
+use load_agent_runtime::stages::{self, Stage};
 use load_agent_store::DeadLetterStore;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
@@ -406,26 +406,7 @@ impl ClientContext for PartitionContext {
     /// and the round trip of the requests (nearly all fetches) to each broker the consumer
     /// fetches from, for the metric and the load test's probe.
     fn stats(&self, statistics: rdkafka::Statistics) {
-        for b in statistics.brokers.values() {
-            // The bootstrap connections (no node id yet) and the coordinator's logical one
-            // carry no fetches.
-            if b.nodeid < 0 || b.source == "logical" {
-                continue;
-            }
-            let Some(rtt) = b.rtt.as_ref().filter(|w| w.cnt > 0) else {
-                continue;
-            };
-            let micros = |us: i64| Duration::from_micros(u64::try_from(us).unwrap_or(0));
-            for (quantile, us) in [("0.5", rtt.p50), ("0.99", rtt.p99)] {
-                metrics::gauge!(names::BROKER_ROUND_TRIP_SECONDS, "broker" => b.name.clone(), "quantile" => quantile)
-                    .set(micros(us).as_secs_f64());
-            }
-            stages::observe_round_trips(RoundTrips {
-                requests: u64::try_from(rtt.cnt).unwrap_or(0),
-                mean: micros(rtt.avg),
-                p99: micros(rtt.p99),
-            });
-        }
+        crate::stats::publish(&statistics, Some(names::BROKER_ROUND_TRIP_SECONDS), &[], "consumer");
         for (topic, t) in &statistics.topics {
             for (partition, p) in &t.partitions {
                 // -1 marks an internal partition or one with no committed position yet.

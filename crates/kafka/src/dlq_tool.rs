@@ -167,7 +167,7 @@ pub async fn redrive(
     kept: Option<&dyn DeadLetterStore>,
     dry_run: bool,
 ) -> Result<RedriveReport, rdkafka::error::KafkaError> {
-    let producer = if dry_run { None } else { Some(Producer::new(config)?) };
+    let producer = if dry_run { None } else { Some(Producer::new(config, "dlq-tool")?) };
     let mut report = RedriveReport { chosen: records.len(), dry_run, ..RedriveReport::default() };
     for r in records {
         let entry = DlqEntry::of(r);

@@ -7,9 +7,9 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use load_agent_runtime::Shutdown;
-use rdkafka::Message;
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::consumer::{Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::error::KafkaError;
+use rdkafka::{ClientContext, Message};
 
 use crate::config::KafkaConfig;
 use crate::produce::Producer;
@@ -17,6 +17,18 @@ use crate::produce::Producer;
 fn micros_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
+
+/// The probe consumer's context: its fetches' round trips, as the load test's `floor-consumer`
+/// (beside the service consumer's: the same broker answering a light topic's fetches).
+struct FloorConsumer;
+
+impl ClientContext for FloorConsumer {
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        crate::stats::publish(&statistics, None, &[], "floor-consumer");
+    }
+}
+
+impl ConsumerContext for FloorConsumer {}
 
 /// Produces `rate` small records per second to `topic` (which must exist) until `shutdown`,
 /// consumes them in a group of its own, and returns each one's produce → consume latency in
@@ -29,9 +41,10 @@ pub async fn broker_floor(
 ) -> Result<Vec<(Instant, f64)>, KafkaError> {
     let mut reader = config.clone();
     reader.group_id = format!("{}-floor", config.group_id);
-    let consumer: StreamConsumer = reader.consumer_config().create()?;
+    let consumer: StreamConsumer<FloorConsumer> =
+        reader.consumer_config().create_with_context(FloorConsumer)?;
     consumer.subscribe(&[topic])?;
-    let producer = Producer::new(config)?;
+    let producer = Producer::new(config, "floor-producer")?;
     let (topic, period) = (topic.to_owned(), Duration::from_secs_f64(1.0 / rate.max(0.1)));
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let sender = tokio::spawn(async move {

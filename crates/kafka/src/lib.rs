@@ -44,6 +44,7 @@ pub mod partition;
 pub mod produce;
 pub mod record;
 pub mod registry;
+mod stats;
 
 pub use admin::{ensure_topics, topic_max_message_bytes};
 pub use config::{ACTION_DESTINATIONS, DLQ_TOPIC, EVENTS_TOPIC, GROUP_ID, KafkaConfig, SchemaIds};

@@ -22,6 +22,10 @@ pub const CONSUMER_PAUSES_TOTAL: &str = "load_agent_consumer_pauses_total";
 /// Gauge, labels `broker`, `quantile` (`0.5`, `0.99`): the consumer's request round trip to
 /// each broker it fetches from, over librdkafka's last statistics window (seconds).
 pub const BROKER_ROUND_TRIP_SECONDS: &str = "load_agent_consumer_broker_round_trip_seconds";
+/// Gauge, labels `client` (`actions`, `load-agent-relay`, `load-agent-timer-pump`, `dlq`, ...),
+/// `broker`, `quantile`: one producer's request round trip (nearly all produce requests) to
+/// each broker, over librdkafka's last statistics window (seconds).
+pub const PRODUCER_ROUND_TRIP_SECONDS: &str = "load_agent_producer_broker_round_trip_seconds";
 /// Counter, label `result`: offset commits.
 pub const CONSUMER_COMMITS_TOTAL: &str = "load_agent_consumer_commits_total";
 /// Counter: consumer errors (the loop backs off).

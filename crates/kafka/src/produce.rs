@@ -34,6 +34,7 @@ use crate::config::KafkaConfig;
 use crate::dlq::{
     PRODUCER_MAX_BYTES, dead_letter_headers, kept_reference, record_size_estimate, reduced_dead_letter,
 };
+use crate::metric_names as names;
 
 /// Header carrying an action's idempotency key (topics.md).
 pub const HEADER_IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -52,9 +53,29 @@ pub use load_agent_ingest::record::HEADER_SOURCE;
 /// instead of the process needing a restart.
 #[derive(Clone)]
 pub struct Producer {
-    inner: Arc<std::sync::RwLock<FutureProducer>>,
+    inner: Arc<std::sync::RwLock<FutureProducer<ProducerStats>>>,
     config: rdkafka::ClientConfig,
+    context: ProducerStats,
     timeout: Duration,
+}
+
+/// A producer's librdkafka context: its statistics give the round trip of its produce requests
+/// to each broker, as the gauge `load_agent_producer_broker_round_trip_seconds{client}` and to
+/// the load test's probe.
+#[derive(Clone)]
+pub struct ProducerStats {
+    client: Arc<str>,
+}
+
+impl rdkafka::ClientContext for ProducerStats {
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        crate::stats::publish(
+            &statistics,
+            Some(names::PRODUCER_ROUND_TRIP_SECONDS),
+            &[("client", self.client.to_string())],
+            &self.client,
+        );
+    }
 }
 
 impl std::fmt::Debug for Producer {
@@ -79,19 +100,22 @@ impl Written {
 }
 
 impl Producer {
-    /// Builds the idempotent producer of `config` (no network until the first send).
-    pub fn new(config: &KafkaConfig) -> Result<Self, KafkaError> {
-        let client = config.producer_config();
-        let inner: FutureProducer = client.create()?;
+    /// Builds the idempotent producer of `config` (no network until the first send); `client`
+    /// names it in its round-trip metric (`actions`, `dlq`, an event publisher's source, ...).
+    pub fn new(config: &KafkaConfig, client: &str) -> Result<Self, KafkaError> {
+        let settings = config.producer_config();
+        let context = ProducerStats { client: client.into() };
+        let inner = settings.create_with_context(context.clone())?;
         Ok(Producer {
             inner: Arc::new(std::sync::RwLock::new(inner)),
-            config: client,
+            config: settings,
+            context,
             timeout: config.send_timeout,
         })
     }
 
     /// The current producer (a cheap handle; a replaced one finishes its own sends).
-    fn current(&self) -> FutureProducer {
+    fn current(&self) -> FutureProducer<ProducerStats> {
         match self.inner.read() {
             Ok(p) => p.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
@@ -100,7 +124,7 @@ impl Producer {
 
     /// Replaces `failed` when librdkafka says it failed for good; a concurrent send that met the
     /// same error finds it replaced already.
-    fn replace_if_fatal(&self, failed: &FutureProducer) {
+    fn replace_if_fatal(&self, failed: &FutureProducer<ProducerStats>) {
         let Some((code, reason)) = failed.client().fatal_error() else {
             return;
         };
@@ -111,7 +135,7 @@ impl Producer {
         if guard.client().fatal_error().is_none() {
             return;
         }
-        match self.config.create::<FutureProducer>() {
+        match self.config.create_with_context(self.context.clone()) {
             Ok(fresh) => {
                 warn!(?code, %reason, "the Kafka producer failed for good; replaced by a new one");
                 *guard = fresh;
@@ -255,7 +279,11 @@ impl KafkaDestinations {
     /// `addresses`: where the contact's phone, email and Slack channel come from; without one,
     /// commands carry the contact id only.
     pub fn new(config: &KafkaConfig, addresses: Option<Arc<dyn AddressBook>>) -> Result<Self, KafkaError> {
-        Ok(KafkaDestinations { producer: Producer::new(config)?, config: config.clone(), addresses })
+        Ok(KafkaDestinations {
+            producer: Producer::new(config, "actions")?,
+            config: config.clone(),
+            addresses,
+        })
     }
 
     pub fn producer(&self) -> &Producer {
@@ -330,7 +358,7 @@ impl KafkaEventPublisher {
     /// `load-agent-timer-pump`, ...).
     pub fn new(config: &KafkaConfig, source: &str) -> Result<Self, KafkaError> {
         Ok(KafkaEventPublisher {
-            producer: Producer::new(config)?,
+            producer: Producer::new(config, source)?,
             topic: config.events_topic.clone(),
             source: source.into(),
             schema_id: config.schema_ids.inbound_event,
@@ -420,7 +448,7 @@ impl DlqProducer {
     /// assumed to be the producer's own until [`DlqProducer::with_topic_limit`] says otherwise.
     pub fn new(config: &KafkaConfig, kept: Arc<dyn DeadLetterStore>) -> Result<Self, KafkaError> {
         Ok(DlqProducer {
-            producer: Producer::new(config)?,
+            producer: Producer::new(config, "dlq")?,
             topic: config.dlq_topic.clone(),
             limit: PRODUCER_MAX_BYTES,
             kept,
@@ -501,7 +529,7 @@ mod tests {
         cluster.create_topic("t", 1, 1).expect("a topic");
         let mut config = KafkaConfig::new(cluster.bootstrap_servers());
         config.send_timeout = Duration::from_secs(10);
-        let producer = Producer::new(&config).expect("a producer");
+        let producer = Producer::new(&config, "test").expect("a producer");
         producer.send::<&str, &[u8]>("t", Some(b"k"), Some(b"one"), &[]).await.expect("the first send");
         cluster.request_errors(
             RDKafkaApiKey::Produce,

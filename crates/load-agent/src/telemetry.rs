@@ -118,6 +118,10 @@ pub const KAFKA_METRICS: &[(&str, &str)] = &[
         kafka::BROKER_ROUND_TRIP_SECONDS,
         "How long each broker took to answer the consumer's requests (nearly all fetches), by quantile, over librdkafka's last statistics window.",
     ),
+    (
+        kafka::PRODUCER_ROUND_TRIP_SECONDS,
+        "How long each broker took to answer a producer's requests (nearly all produce requests), by producer and quantile, over librdkafka's last statistics window.",
+    ),
     (kafka::DEAD_LETTERS_TOTAL, "Records sent to the DLQ."),
     (kafka::CONSUMER_CLOSE_TIMEOUTS_TOTAL, "Kafka consumer closes librdkafka did not complete in 30 s."),
 ];

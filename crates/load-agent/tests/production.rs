@@ -132,6 +132,7 @@ async fn serve_in_production_mode_decides_from_kafka_and_publishes_actions() {
         "load_agent_conflicts_total",
         "load_agent_consumer_lag",
         "load_agent_consumer_broker_round_trip_seconds",
+        "load_agent_producer_broker_round_trip_seconds",
         "load_agent_cache_hits_total",
         "load_agent_decisions_total",
         "load_agent_llm_calls_total",

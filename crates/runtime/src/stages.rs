@@ -31,14 +31,17 @@ load_agent_domain::spelled_enum! {
     }
 }
 
-/// What the consumer's client library measured of its own requests to the queue over one
-/// window (Kafka: librdkafka's statistics of the connection to one broker, every
-/// `statistics.interval.ms`; on a consumer's connection nearly all of them are fetches). A
+/// What one queue client's library measured of its own requests to the queue over one window
+/// (Kafka: librdkafka's statistics of one client's connection to one broker, every
+/// `statistics.interval.ms`). On the consumer's connection nearly all requests are fetches: a
 /// record's `fetch` stage holds part of one such round trip, or more than one when the record
 /// reached the broker after a fetch in flight had read its partition; the floor probe pays the
-/// same. The broker's answer time is the queue's, not the service's.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// same. On a producer's they are produce requests: a send's acknowledgement waits for one after
+/// the producer's linger. The broker's answer time is the queue's, not the service's.
+#[derive(Debug, Clone, PartialEq)]
 pub struct RoundTrips {
+    /// Which client: `consumer`, or the producer's name (`actions`, `load-agent-relay`, ...).
+    pub client: Arc<str>,
     /// Requests answered in the window.
     pub requests: u64,
     pub mean: Duration,
@@ -49,8 +52,7 @@ pub struct RoundTrips {
 pub trait StageSink: Send + Sync {
     fn observe(&self, stage: Stage, took: Duration);
 
-    /// One window of the consumer's round trips to its queue; a sink that does not keep them
-    /// ignores it.
+    /// One window of a queue client's round trips; a sink that does not keep them ignores it.
     fn round_trips(&self, _window: RoundTrips) {}
 }
 
@@ -69,8 +71,8 @@ pub fn observe(stage: Stage, took: Duration) {
     }
 }
 
-/// Hands a window of the consumer's round trips to the installed sink (the consumer's client
-/// library publishes its own figures as metrics, where it knows their labels).
+/// Hands a window of a queue client's round trips to the installed sink (the client library
+/// publishes its own figures as metrics, where it knows their labels).
 pub fn observe_round_trips(window: RoundTrips) {
     if let Some(sink) = SINK.get() {
         sink.round_trips(window);
@@ -102,9 +104,13 @@ mod tests {
         observe(Stage::Append, Duration::from_millis(3));
         let seen = keep.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
         assert!(seen.contains(&(Stage::Append, Duration::from_millis(3))), "{seen:?}");
-        let window =
-            RoundTrips { requests: 250, mean: Duration::from_millis(40), p99: Duration::from_millis(61) };
-        observe_round_trips(window);
+        let window = RoundTrips {
+            client: "consumer".into(),
+            requests: 250,
+            mean: Duration::from_millis(40),
+            p99: Duration::from_millis(61),
+        };
+        observe_round_trips(window.clone());
         assert_eq!(*keep.1.lock().unwrap_or_else(|p| p.into_inner()), [window]);
         let names: Vec<&str> = Stage::ALL.iter().map(|s| s.as_str()).collect();
         assert_eq!(

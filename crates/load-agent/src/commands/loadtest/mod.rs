@@ -597,6 +597,12 @@ fn print_summary(r: &Report) {
             t.requests_per_sec, t.mean, t.worst_window_p99
         );
     }
+    for (client, t) in &w.round_trips_ms {
+        println!(
+            "    {client:<26} round trip  {:.0}/s  mean {:>7.1} ms  p99 {:>8.1} ms",
+            t.requests_per_sec, t.mean, t.worst_window_p99
+        );
+    }
     if let Some(a) = &r.service_added_ms {
         println!(
             "  service over the broker floor: +{:.1} ms at p50, +{:.1} ms at p99 (p99 {:.1}× the floor's)",

@@ -188,8 +188,24 @@ impl Probe {
             stages_ms: st.stages.iter().map(|(stage, s)| (stage.as_str(), Latency::of(pick(s)))).collect(),
             fetch_round_trip_ms: RoundTripFigures::of(
                 secs,
-                st.round_trips.iter().filter(|(at, _)| in_window(at)).map(|(_, w)| *w),
+                st.round_trips
+                    .iter()
+                    .filter(|(at, w)| in_window(at) && &*w.client == CONSUMER)
+                    .map(|(_, w)| w),
             ),
+            round_trips_ms: {
+                let mut producers: BTreeMap<&str, Vec<&RoundTrips>> = BTreeMap::new();
+                for (_, w) in st.round_trips.iter().filter(|(at, w)| in_window(at) && &*w.client != CONSUMER)
+                {
+                    producers.entry(&w.client).or_default().push(w);
+                }
+                producers
+                    .into_iter()
+                    .filter_map(|(client, windows)| {
+                        Some((client.to_owned(), RoundTripFigures::of(secs, windows.into_iter())?))
+                    })
+                    .collect()
+            },
         }
     }
 
@@ -249,9 +265,20 @@ pub struct WindowFigures {
     /// which each record's `fetch` stage waits for at least in part, as the floor probe's do.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fetch_round_trip_ms: Option<RoundTripFigures>,
+    /// Kafka mode: every other client's round trips to the broker, by name: the producers'
+    /// (nearly all produce requests) of the generator (`load-agent-loadtest`; its hand-over is
+    /// one such request after the linger), of the relay's action topics (`actions`, the `send`
+    /// stage) and outcomes (`load-agent-relay`, the `outcome` stage), and the floor probe's
+    /// producer and consumer (`floor-producer`, `floor-consumer`: the same broker with a light
+    /// topic).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub round_trips_ms: BTreeMap<String, RoundTripFigures>,
 }
 
-/// The consumer's round trips to the broker over a measured window, from the client library's
+/// The client name of the consumer's round trips ([`RoundTrips::client`]).
+const CONSUMER: &str = "consumer";
+
+/// One client's round trips to the broker over a measured window, from the client library's
 /// own windows (it keeps no samples, so the p99 is the worst window's, not the whole run's).
 #[derive(Debug, Clone, Serialize)]
 pub struct RoundTripFigures {
@@ -261,7 +288,7 @@ pub struct RoundTripFigures {
 }
 
 impl RoundTripFigures {
-    fn of(secs: f64, windows: impl Iterator<Item = RoundTrips>) -> Option<RoundTripFigures> {
+    fn of<'a>(secs: f64, windows: impl Iterator<Item = &'a RoundTrips>) -> Option<RoundTripFigures> {
         let (mut requests, mut weighted, mut worst) = (0u64, 0.0, 0.0f64);
         for w in windows {
             requests += w.requests;
@@ -500,24 +527,37 @@ mod tests {
         assert_eq!((one.p50, one.p99, one.max), (7.0, 7.0, 7.0));
     }
 
-    /// The broker's round trips are the consumer's windows inside the measured one: a mean
-    /// weighted by each window's requests, the worst window's p99, nothing from outside it.
+    /// The broker's round trips are each client's windows inside the measured one: a mean
+    /// weighted by each window's requests, the worst window's p99, nothing from outside it; the
+    /// consumer's are the fetches', each producer's its own.
     #[test]
     fn round_trips_count_only_the_windows_inside_the_measured_one() {
         let probe = Probe::new(1.0);
-        let window = |requests, mean, p99| RoundTrips {
+        let window = |client: &str, requests, mean, p99| RoundTrips {
+            client: client.into(),
             requests,
             mean: Duration::from_millis(mean),
             p99: Duration::from_millis(p99),
         };
-        probe.round_trips(window(1_000, 99, 999));
+        probe.round_trips(window("consumer", 1_000, 99, 999));
+        probe.round_trips(window("actions", 1_000, 99, 999));
         let from = Instant::now();
-        assert!(probe.window(from, Instant::now()).fetch_round_trip_ms.is_none(), "no window yet");
-        probe.round_trips(window(300, 40, 60));
-        probe.round_trips(window(100, 20, 80));
+        let empty = probe.window(from, Instant::now());
+        assert!(empty.fetch_round_trip_ms.is_none() && empty.round_trips_ms.is_empty(), "no window yet");
+        probe.round_trips(window("consumer", 300, 40, 60));
+        probe.round_trips(window("consumer", 100, 20, 80));
+        probe.round_trips(window("actions", 50, 10, 30));
+        probe.round_trips(window("load-agent-loadtest", 200, 30, 45));
         let to = Instant::now() + Duration::from_millis(1);
-        let t = probe.window(from, to).fetch_round_trip_ms.expect("two windows");
+        let figures = probe.window(from, to);
+        let t = figures.fetch_round_trip_ms.expect("two windows");
         assert_eq!((t.mean, t.worst_window_p99), (35.0, 80.0));
         assert!(t.requests_per_sec > 0.0);
+        let produced: Vec<(&str, f64, f64)> = figures
+            .round_trips_ms
+            .iter()
+            .map(|(client, f)| (client.as_str(), f.mean, f.worst_window_p99))
+            .collect();
+        assert_eq!(produced, [("actions", 10.0, 30.0), ("load-agent-loadtest", 30.0, 45.0)]);
     }
 }
