@@ -1,6 +1,7 @@
 //! Store throughput (issue 3): append on SQLite and Postgres with 1 and 16 concurrent loads, the
 //! batched append (several loads per transaction), read + project for logs of 10, 100 and 1,000
-//! entries, outbox claims alone, and outbox claim + mark. Every group reports
+//! entries, outbox claims alone, and outbox claim + mark (per row, or the batch in one
+//! statement as the relay marks it). Every group reports
 //! `Throughput::Elements`: appends, entries or outbox rows.
 //!
 //! Every append has the agent's shape, as `../shared/bench/pglimit/append.sql`: one inbound
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 use chrono::TimeDelta;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use load_agent_domain::*;
-use load_agent_store::{AppendRequest, PgStore, SqliteStore, StoreOptions, Stores};
+use load_agent_store::{AppendRequest, DispatchedMark, PgStore, SqliteStore, StoreOptions, Stores};
 use load_agent_testkit::events::entry;
 use load_agent_testkit::load::sample_load;
 use load_agent_testkit::store::{agent_append, base_time, bench_postgres, prepare_rows};
@@ -242,13 +243,19 @@ fn read_project(c: &mut Criterion) {
     rt.block_on(backends.close());
 }
 
-/// Claims batches of 64 and marks every row dispatched, concurrently or one at a time.
-async fn claim_and_mark(
-    stores: &Stores,
-    pg: Option<&PgPool>,
-    iters: u64,
-    concurrent_marks: bool,
-) -> Duration {
+/// How the claimed rows of a batch are marked dispatched.
+#[derive(Clone, Copy)]
+enum Marks {
+    /// Each row by its own statement, all at once (the relay before the pipelined one).
+    Concurrent,
+    /// Each row by its own statement, one after another.
+    Sequential,
+    /// The whole batch in one statement (`mark_dispatched_batch`, the relay's success path).
+    Batch,
+}
+
+/// Claims batches of 64 and marks every row dispatched.
+async fn claim_and_mark(stores: &Stores, pg: Option<&PgPool>, iters: u64, marks: Marks) -> Duration {
     prepare_rows(stores, iters, "claim").await;
     analyze(pg).await;
     let now = base_time() + TimeDelta::days(1);
@@ -261,14 +268,30 @@ async fn claim_and_mark(
             break;
         }
         done += rows.len() as u64;
-        if concurrent_marks {
-            let marks = rows.iter().map(|r| outbox.mark_dispatched(&r.id, r.claim_token, "receipt-1", now));
-            for result in futures::future::join_all(marks).await {
-                result.expect("mark");
+        match marks {
+            Marks::Concurrent => {
+                let marks =
+                    rows.iter().map(|r| outbox.mark_dispatched(&r.id, r.claim_token, "receipt-1", now));
+                for result in futures::future::join_all(marks).await {
+                    result.expect("mark");
+                }
             }
-        } else {
-            for r in &rows {
-                outbox.mark_dispatched(&r.id, r.claim_token, "receipt-1", now).await.expect("mark");
+            Marks::Sequential => {
+                for r in &rows {
+                    outbox.mark_dispatched(&r.id, r.claim_token, "receipt-1", now).await.expect("mark");
+                }
+            }
+            Marks::Batch => {
+                let batch: Vec<DispatchedMark> = rows
+                    .iter()
+                    .map(|r| DispatchedMark {
+                        id: r.id.clone(),
+                        token: r.claim_token,
+                        receipt: "receipt-1".into(),
+                    })
+                    .collect();
+                let marked = outbox.mark_dispatched_batch(&batch, now).await.expect("batch mark");
+                assert!(marked.iter().all(Result::is_ok), "every claimed row is marked");
             }
         }
     }
@@ -333,9 +356,13 @@ fn claim_mark(c: &mut Criterion) {
     group.sample_size(10).measurement_time(Duration::from_secs(10)).warm_up_time(Duration::from_secs(2));
     group.throughput(Throughput::Elements(1));
     for (name, stores) in backends.each() {
-        for (label, concurrent) in [("batch64_concurrent_marks", true), ("batch64_sequential_marks", false)] {
+        for (label, marks) in [
+            ("batch64_concurrent_marks", Marks::Concurrent),
+            ("batch64_sequential_marks", Marks::Sequential),
+            ("batch64_batch_mark", Marks::Batch),
+        ] {
             group.bench_function(BenchmarkId::new(name, label), |b| {
-                b.to_async(&rt).iter_custom(|iters| claim_and_mark(stores, pool_of(name), iters, concurrent));
+                b.to_async(&rt).iter_custom(|iters| claim_and_mark(stores, pool_of(name), iters, marks));
             });
         }
     }

@@ -23,7 +23,9 @@
 //! - `max_batch` ≤ 1 turns grouping off: each append goes to the store directly, as before.
 //!
 //! Committers are tasks spawned on demand (none while nothing is queued), so a run that is
-//! cancelled while it waits never stalls the others' batch.
+//! cancelled while it waits never stalls the others' batch. A committer that dies in the middle
+//! of a batch (a panic in the store) leaves its batch without answers (those runs give their
+//! events back) and a successor for the requests queued behind it.
 //!
 //! Metrics: `load_agent_group_commit_batch_size` (requests per transaction) and
 //! `load_agent_group_commit_wait_seconds` (queued → batch taken).
@@ -170,6 +172,19 @@ impl Drop for CommitterSlot {
             }
             if self.busy {
                 queue.busy -= 1;
+            }
+            // Still counted alive: the committer did not leave by finding nothing to take, it
+            // ended in the middle (a panic in the store, its task dropped). Requests that queued
+            // meanwhile counted on it; without a successor they would wait for the next append,
+            // which may never come. A runtime that is shutting down drops the successor.
+            if self.alive
+                && queue.committers < self.inner.config.committers
+                && queue.may_take(self.inner.config.parallel_from())
+                && let Ok(runtime) = tokio::runtime::Handle::try_current()
+            {
+                queue.committers += 1;
+                drop(queue);
+                runtime.spawn(commit_batches(self.inner.clone()));
             }
         }
     }
@@ -349,6 +364,8 @@ mod tests {
         batches: Mutex<Vec<usize>>,
         singles: AtomicUsize,
         gate: Option<tokio::sync::Semaphore>,
+        /// Batches still to fail by a panic (after the gate).
+        panics: AtomicUsize,
     }
 
     #[async_trait]
@@ -378,6 +395,9 @@ mod tests {
                     Err(_) => return Vec::new(),
                 }
             }
+            if self.panics.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+                panic!("the store failed in the middle of a batch (a test's panic)");
+            }
             self.store.append_batch(requests).await
         }
         async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError> {
@@ -394,7 +414,13 @@ mod tests {
 
     async fn counting_with(gate: Option<tokio::sync::Semaphore>) -> Arc<Counting> {
         let store = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite");
-        Arc::new(Counting { store, batches: Mutex::new(Vec::new()), singles: AtomicUsize::new(0), gate })
+        Arc::new(Counting {
+            store,
+            batches: Mutex::new(Vec::new()),
+            singles: AtomicUsize::new(0),
+            gate,
+            panics: AtomicUsize::new(0),
+        })
     }
 
     fn sms(load: &str, id: &str) -> LogEntry {
@@ -504,6 +530,33 @@ mod tests {
         gate.add_permits(1);
         assert_eq!(append("D").await.expect("run").expect("append"), 1);
         assert_eq!(*inner.batches.lock().expect("batches"), vec![1, 2, 1]);
+    }
+
+    /// A committer that dies in the middle of a batch (a panic in the store) answers its own
+    /// batch with an error, and the requests that queued behind it are still committed, without
+    /// waiting for another append to start a committer.
+    #[tokio::test]
+    async fn requests_queued_behind_a_committer_that_died_are_still_committed() {
+        let inner = counting_with(Some(tokio::sync::Semaphore::new(0))).await;
+        inner.panics.store(1, Ordering::SeqCst);
+        let gate = inner.gate.as_ref().expect("a gate");
+        let config = GroupCommitConfig { window: Duration::ZERO, max_batch: 8, committers: 4 };
+        let group = GroupCommit::new(inner.clone(), config);
+        let append = |load: &'static str| {
+            let group = group.clone();
+            tokio::spawn(async move { group.append(load, &[sms(load, &format!("{load}1"))], 0, &[]).await })
+        };
+        let a = append("A");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let b = append("B");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(*inner.batches.lock().expect("batches"), vec![1], "B waits for A's batch");
+        gate.add_permits(2);
+        let a = tokio::time::timeout(Duration::from_secs(5), a).await.expect("A is answered").expect("run");
+        assert!(matches!(a, Err(AppendError::Store(_))), "the batch that died fails: {a:?}");
+        let b = tokio::time::timeout(Duration::from_secs(5), b).await.expect("B is not left waiting");
+        assert_eq!(b.expect("run").expect("append"), 1);
+        assert_eq!(*inner.batches.lock().expect("batches"), vec![1, 1]);
     }
 
     #[tokio::test]
