@@ -46,17 +46,18 @@ struct Backends {
 /// one mark at a time over 24 connections landed each time on a backend that had not run for 23
 /// statements (docs/performance.md, "The marks' gap: the bench's pool", "The relay's pool").
 fn pg_connections() -> u32 {
-    std::env::var("BENCH_PG_CONNECTIONS").ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(24)
+    count_from_env("BENCH_PG_CONNECTIONS", 24)
 }
 
 /// The relay's own pool in the bench store (the claims and marks run on it):
 /// `StoreOptions::default().relay_connections`, or `BENCH_PG_RELAY_CONNECTIONS`.
 fn pg_relay_connections() -> u32 {
-    std::env::var("BENCH_PG_RELAY_CONNECTIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(StoreOptions::default().relay_connections)
+    count_from_env("BENCH_PG_RELAY_CONNECTIONS", StoreOptions::default().relay_connections)
+}
+
+/// A positive count from the environment variable `name`, else `default`.
+fn count_from_env(name: &str, default: u32) -> u32 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(default)
 }
 
 impl Backends {

@@ -48,13 +48,14 @@ pub(crate) fn publish(
 ) {
     let client: Arc<str> = client.into();
     for b in broker_round_trips(statistics) {
-        for (quantile, took) in [("0.5", b.p50), ("0.99", b.p99)] {
-            let Some(gauge) = gauge else { break };
-            let mut all: Vec<(&'static str, String)> = labels.to_vec();
-            all.push(("broker", b.broker.clone()));
-            all.push(("quantile", quantile.to_owned()));
-            let all: Vec<metrics::Label> = all.into_iter().map(|(k, v)| metrics::Label::new(k, v)).collect();
-            metrics::gauge!(gauge, all).set(took.as_secs_f64());
+        if let Some(gauge) = gauge {
+            for (quantile, took) in [("0.5", b.p50), ("0.99", b.p99)] {
+                let mut all: Vec<metrics::Label> =
+                    labels.iter().map(|(k, v)| metrics::Label::new(*k, v.clone())).collect();
+                all.push(metrics::Label::new("broker", b.broker.clone()));
+                all.push(metrics::Label::new("quantile", quantile));
+                metrics::gauge!(gauge, all).set(took.as_secs_f64());
+            }
         }
         stages::observe_round_trips(RoundTrips {
             client: client.clone(),

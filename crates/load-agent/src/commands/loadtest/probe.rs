@@ -58,7 +58,7 @@ struct State {
     commits: Vec<(Instant, bool)>,
     /// The pipeline's own stage timings (`load_agent_runtime::stages`).
     stages: BTreeMap<Stage, Samples>,
-    /// The consumer's windows of round trips to its queue, by arrival.
+    /// Every queue client's windows of round trips (the consumer's, each producer's), by arrival.
     round_trips: Vec<(Instant, RoundTrips)>,
 }
 
@@ -174,6 +174,19 @@ impl Probe {
         let (all, generated) = commits.fold((0u64, 0u64), |(a, g), (_, gen_)| (a + 1, g + u64::from(*gen_)));
         let pick =
             |s: &Samples| -> Vec<f64> { s.iter().filter(|(at, _)| in_window(at)).map(|(_, v)| *v).collect() };
+        // Each client's windows inside this one; the consumer's are reported apart (its fetches).
+        let mut clients: BTreeMap<&str, Vec<&RoundTrips>> = BTreeMap::new();
+        for (_, w) in st.round_trips.iter().filter(|(at, _)| in_window(at)) {
+            clients.entry(&w.client).or_default().push(w);
+        }
+        let fetch_round_trip_ms =
+            clients.remove(CONSUMER).and_then(|windows| RoundTripFigures::of(secs, windows.into_iter()));
+        let round_trips_ms = clients
+            .into_iter()
+            .filter_map(|(client, windows)| {
+                Some((client.to_owned(), RoundTripFigures::of(secs, windows.into_iter())?))
+            })
+            .collect();
         WindowFigures {
             seconds: secs,
             events_committed: all,
@@ -186,26 +199,8 @@ impl Probe {
             timer_lag_ms: Latency::of(pick(&st.timer_lag)),
             handover_ms: Latency::of(pick(&st.handover)),
             stages_ms: st.stages.iter().map(|(stage, s)| (stage.as_str(), Latency::of(pick(s)))).collect(),
-            fetch_round_trip_ms: RoundTripFigures::of(
-                secs,
-                st.round_trips
-                    .iter()
-                    .filter(|(at, w)| in_window(at) && &*w.client == CONSUMER)
-                    .map(|(_, w)| w),
-            ),
-            round_trips_ms: {
-                let mut producers: BTreeMap<&str, Vec<&RoundTrips>> = BTreeMap::new();
-                for (_, w) in st.round_trips.iter().filter(|(at, w)| in_window(at) && &*w.client != CONSUMER)
-                {
-                    producers.entry(&w.client).or_default().push(w);
-                }
-                producers
-                    .into_iter()
-                    .filter_map(|(client, windows)| {
-                        Some((client.to_owned(), RoundTripFigures::of(secs, windows.into_iter())?))
-                    })
-                    .collect()
-            },
+            fetch_round_trip_ms,
+            round_trips_ms,
         }
     }
 
