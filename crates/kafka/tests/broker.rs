@@ -34,6 +34,7 @@ use load_agent_runtime::{
     TimerPump, WorkerConfig, shutdown_channel,
 };
 use load_agent_store::{OutboxStatus, PgStore, Stores};
+use load_agent_testkit::wait::{eventually, within};
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -76,14 +77,6 @@ fn run(test: impl Future<Output = ()>) {
 }
 
 const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
-
-/// Awaits `fut` for at most `secs` seconds: a hang becomes a failure naming what it waited for.
-async fn within<T>(secs: u64, what: &str, fut: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(Duration::from_secs(secs), fut).await {
-        Ok(value) => value,
-        Err(_) => panic!("timed out after {secs} s waiting for: {what}"),
-    }
-}
 
 fn brokers() -> String {
     std::env::var("KAFKA_BROKERS").unwrap_or_else(|_| {
@@ -161,7 +154,7 @@ impl Env {
                     }
                 })
                 .collect();
-            let created = within(60, "the topics with preset limits created", async {
+            let created = within(Duration::from_secs(60), "the topics with preset limits created", async {
                 admin.create_topics(topics.iter(), &AdminOptions::new()).await.expect("create topics")
             })
             .await;
@@ -169,11 +162,15 @@ impl Env {
                 r.expect("topic created");
             }
         }
-        within(60, "the test topics created", ensure_topics(&kafka, &kafka.all_topics(), partitions, 1))
-            .await
-            .expect("create the test topics");
+        within(
+            Duration::from_secs(60),
+            "the test topics created",
+            ensure_topics(&kafka, &kafka.all_topics(), partitions, 1),
+        )
+        .await
+        .expect("create the test topics");
         let pg = within(
-            60,
+            Duration::from_secs(60),
             "the test's Postgres schema",
             PgStore::connect_in_schema(&database_url(), &format!("it_{id}")),
         )
@@ -245,10 +242,14 @@ impl Env {
             .key(event.load_id.as_str())
             .payload(&value)
             .headers(headers);
-        within(30, "a record produced", self.producer.send(record, Duration::from_secs(10)))
-            .await
-            .map_err(|(e, _)| e)
-            .expect("produce");
+        within(
+            Duration::from_secs(30),
+            "a record produced",
+            self.producer.send(record, Duration::from_secs(10)),
+        )
+        .await
+        .map_err(|(e, _)| e)
+        .expect("produce");
     }
 
     async fn produce_raw(&self, key: &str, value: &[u8], headers: &[(&str, &str)]) {
@@ -257,14 +258,21 @@ impl Env {
             owned = owned.insert(Header { key: k, value: Some(*v) });
         }
         let record = FutureRecord::to(&self.kafka.events_topic).key(key).payload(value).headers(owned);
-        within(30, "a record produced", self.producer.send(record, Duration::from_secs(10)))
-            .await
-            .map_err(|(e, _)| e)
-            .expect("produce");
+        within(
+            Duration::from_secs(30),
+            "a record produced",
+            self.producer.send(record, Duration::from_secs(10)),
+        )
+        .await
+        .map_err(|(e, _)| e)
+        .expect("produce");
     }
 
     async fn log(&self, load: &str) -> Vec<LogEntry> {
-        within(60, "a load's log read", self.stores.events.read(load)).await.expect("read the log").0
+        within(Duration::from_secs(60), "a load's log read", self.stores.events.read(load))
+            .await
+            .expect("read the log")
+            .0
     }
 
     async fn event_ids(&self, load: &str) -> Vec<String> {
@@ -281,9 +289,13 @@ impl Env {
     /// Every record of a topic, through `load-agent dump`'s code.
     async fn topic(&self, topic: &str) -> Vec<DumpRecord> {
         let mut out = Vec::new();
-        within(60, "a topic dumped", dump(&self.kafka.brokers, topic, true, true, &mut out))
-            .await
-            .expect("dump");
+        within(
+            Duration::from_secs(60),
+            "a topic dumped",
+            dump(&self.kafka.brokers, topic, true, true, &mut out),
+        )
+        .await
+        .expect("dump");
         String::from_utf8_lossy(&out).lines().map(|l| serde_json::from_str(l).expect("dump line")).collect()
     }
 
@@ -313,33 +325,22 @@ impl Env {
                 })
                 .collect()
         });
-        within(60, "the group's committed offsets", read).await.expect("committed offsets task")
+        within(Duration::from_secs(60), "the group's committed offsets", read)
+            .await
+            .expect("committed offsets task")
     }
 
     async fn close(self) {
-        within(60, "the test schema dropped", self.pg.drop_schema()).await.expect("drop the test schema");
+        within(Duration::from_secs(60), "the test schema dropped", self.pg.drop_schema())
+            .await
+            .expect("drop the test schema");
     }
-}
-
-/// Polls `check` every 50 ms until it holds; fails after `secs` seconds with `what` (a check
-/// that hangs included).
-async fn eventually<F, Fut>(secs: u64, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let polling = async {
-        while !check().await {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    within(secs, what, polling).await;
 }
 
 /// Waits until each load's log holds its registration and messages `<load>-m1..=m<messages>`,
 /// then checks that each is there once, in the order produced.
 async fn assert_messages_logged_in_order(env: &Env, loads: &[String], messages: usize) {
-    eventually(25, "every message in its log", || async {
+    eventually(Duration::from_secs(25), "every message in its log", || async {
         for load in loads {
             if env.event_ids(load).await.len() < 1 + messages {
                 return false;
@@ -359,7 +360,7 @@ async fn assert_messages_logged_in_order(env: &Env, loads: &[String], messages: 
 /// a 30 s drain, 15 s to leave the group, 30 s to close).
 async fn stop<T>(what: &str, trigger: ShutdownTrigger, handle: JoinHandle<T>) -> T {
     trigger.shutdown();
-    within(120, &format!("{what} to stop"), handle).await.expect("task")
+    within(Duration::from_secs(120), &format!("{what} to stop"), handle).await.expect("task")
 }
 
 // ------------------------------------------------------------------------------------------
@@ -415,7 +416,7 @@ fn decisions_land_in_postgres_and_actions_on_the_action_topics() {
         let published = format!("out:published:{sms_key}");
         // The relay publishes the SMS, then its outcome comes back through the inbound topic: it
         // says `published` (the broker has the command), never `delivered`.
-        eventually(20, "the published outcome of the SMS in the log", || async {
+        eventually(Duration::from_secs(20), "the published outcome of the SMS in the log", || async {
             env.event_ids("481207").await.contains(&published)
         })
         .await;
@@ -438,7 +439,7 @@ fn decisions_land_in_postgres_and_actions_on_the_action_topics() {
             },
         };
         env.produce(&confirmed).await;
-        eventually(20, "the SMS service's delivered outcome in the log", || async {
+        eventually(Duration::from_secs(20), "the SMS service's delivered outcome in the log", || async {
             env.event_ids("481207").await.contains(&confirmed.event_id)
         })
         .await;
@@ -483,7 +484,9 @@ fn decisions_land_in_postgres_and_actions_on_the_action_topics() {
         );
 
         let rows =
-            within(60, "the outbox rows", env.stores.outbox.rows_for_load("481207")).await.expect("outbox");
+            within(Duration::from_secs(60), "the outbox rows", env.stores.outbox.rows_for_load("481207"))
+                .await
+                .expect("outbox");
         let row = rows.iter().find(|row| row.id == sms_key).expect("the SMS row");
         assert_eq!(row.status, OutboxStatus::Dispatched);
         assert_eq!(
@@ -491,7 +494,9 @@ fn decisions_land_in_postgres_and_actions_on_the_action_topics() {
             Some(format!("{}/{}/{}", r.topic, r.partition, r.offset).as_str())
         );
         let timers =
-            within(60, "the timers", env.stores.timers.timers_for_load("481207")).await.expect("timers");
+            within(Duration::from_secs(60), "the timers", env.stores.timers.timers_for_load("481207"))
+                .await
+                .expect("timers");
         assert_eq!(timers.len(), 1, "the follow-up timer is scheduled");
         assert!(env.topic(&env.kafka.dlq_topic).await.is_empty(), "nothing dead-lettered");
 
@@ -501,14 +506,17 @@ fn decisions_land_in_postgres_and_actions_on_the_action_topics() {
             KafkaEventPublisher::new(&env.kafka, "load-agent-timer-pump").expect("the pump's producer"),
         );
         let pump = TimerPump::new(env.stores.timers.clone(), publisher, Arc::new(SystemClock));
-        let pumped =
-            within(60, "a timer pump pass", pump.pump_once(Utc::now() + chrono::Duration::minutes(31)))
-                .await
-                .expect("pump pass");
+        let pumped = within(
+            Duration::from_secs(60),
+            "a timer pump pass",
+            pump.pump_once(Utc::now() + chrono::Duration::minutes(31)),
+        )
+        .await
+        .expect("pump pass");
         assert_eq!(pumped.fired, 1);
         let second_sms = "481207/ask:eta_request:ping_0700/2/send_sms";
         let second_published = format!("out:published:{second_sms}");
-        eventually(20, "the timer's next step published", || async {
+        eventually(Duration::from_secs(20), "the timer's next step published", || async {
             env.event_ids("481207").await.contains(&second_published)
         })
         .await;
@@ -541,7 +549,7 @@ fn a_malformed_record_goes_to_the_dlq_and_the_partition_goes_on() {
         env.produce_raw("L1", &value, &[]).await; // offset 3: keyed L1, about L2
         env.produce(&sms("L1", "sms-3", "10-4")).await; // offset 4
 
-        eventually(20, "the records after the bad ones in the log", || async {
+        eventually(Duration::from_secs(20), "the records after the bad ones in the log", || async {
             env.event_ids("L1").await.contains(&"sms-3".to_string())
         })
         .await;
@@ -596,7 +604,7 @@ fn a_consumer_stopped_mid_stream_and_restarted_loses_nothing_and_publishes_no_ac
         let slow = ConsumerConfig { max_concurrent_runs: 1, ..ConsumerConfig::default() };
         let (consumer_stop, consumer) = env.consumer(slow);
         let (relay_stop, relay) = env.relay();
-        eventually(20, "a few loads decided", || async {
+        eventually(Duration::from_secs(20), "a few loads decided", || async {
             let mut done = 0;
             // Watching a handful of loads keeps each check short, so the stop lands mid-stream.
             for load in loads.iter().take(12) {
@@ -613,7 +621,7 @@ fn a_consumer_stopped_mid_stream_and_restarted_loses_nothing_and_publishes_no_ac
         // Second run: everything is finished, each event once, each action once.
         let (consumer_stop, consumer) = env.consumer(ConsumerConfig::default());
         let (relay_stop, relay) = env.relay();
-        eventually(60, "every event and every outcome in the logs", || async {
+        eventually(Duration::from_secs(60), "every event and every outcome in the logs", || async {
             for load in &loads {
                 let ids = env.event_ids(load).await;
                 // 3 events and the delivered outcomes of send_sms, set_timer and the PO reply.
@@ -673,7 +681,10 @@ async fn members_share_the_partitions(group_commit: GroupCommitConfig) {
     for load in &loads {
         env.produce(&registration(load)).await;
     }
-    eventually(20, "the first member at work", || async { !env.event_ids(&loads[0]).await.is_empty() }).await;
+    eventually(Duration::from_secs(20), "the first member at work", || async {
+        !env.event_ids(&loads[0]).await.is_empty()
+    })
+    .await;
     // The second member joins while records flow: the first one's partitions are revoked
     // (drained, committed) and the group's partitions are split between the two.
     let (stop_b, b) = env.consumer_with(ConsumerConfig::default(), group_commit);
@@ -758,7 +769,7 @@ fn throughput() {
         let started = std::time::Instant::now();
         let (consumer_stop, consumer) = env.consumer(ConsumerConfig::default());
         let total = LOADS * (1 + MESSAGES);
-        eventually(300, "every record committed", || async {
+        eventually(Duration::from_secs(300), "every record committed", || async {
             env.committed(4).await.values().sum::<i64>() == total as i64
         })
         .await;
@@ -881,7 +892,7 @@ fn every_kind_of_bad_input_is_dead_lettered_with_its_reason_and_the_partition_mo
         env.produce(&m(8)).await; // 19
         offset += 1;
 
-        eventually(30, "the last good record decided", || async {
+        eventually(Duration::from_secs(30), "the last good record decided", || async {
             env.event_ids("L1").await.contains(&"L1-m8".to_string())
         })
         .await;
@@ -916,7 +927,7 @@ fn every_kind_of_bad_input_is_dead_lettered_with_its_reason_and_the_partition_mo
         }
 
         // The DLQ: each bad record with its reason, its source and its original bytes.
-        eventually(10, "every bad record on the DLQ", || async {
+        eventually(Duration::from_secs(10), "every bad record on the DLQ", || async {
             env.topic(&env.kafka.dlq_topic).await.len() >= expected_dead.len()
         })
         .await;
@@ -1010,7 +1021,7 @@ async fn assert_dead_letters(env: &Env, expected: &[Sized]) {
                 "{what}"
             );
             let kept = within(
-                60,
+                Duration::from_secs(60),
                 "a kept dead letter read",
                 env.stores.dead_letters.kept_dead_letter(&env.kafka.events_topic, 0, want.offset),
             )
@@ -1071,7 +1082,7 @@ fn dead_letters_of_every_size_reach_the_dlq_and_their_load_goes_on() {
             let at = produce_sized(&env, &mut offset, n, &value).await;
             expected.push(Sized { offset: at, value, code: "record_too_large", whole });
         }
-        eventually(60, "the message after the last dead letter decided", || async {
+        eventually(Duration::from_secs(60), "the message after the last dead letter decided", || async {
             env.event_ids("L1").await.contains(&"L1-m6".to_string())
         })
         .await;
@@ -1104,7 +1115,7 @@ fn a_dlq_topic_at_the_brokers_default_limit_gets_reduced_dead_letters_for_the_la
         let value = vec![b'x'; MAX_RECORD_BYTES];
         let at = produce_sized(&env, &mut offset, 2, &value).await;
         expected.push(Sized { offset: at, value, code: "bad_magic", whole: false });
-        eventually(60, "the message after the last dead letter decided", || async {
+        eventually(Duration::from_secs(60), "the message after the last dead letter decided", || async {
             env.event_ids("L1").await.contains(&"L1-m2".to_string())
         })
         .await;
@@ -1121,8 +1132,10 @@ fn a_dlq_topic_too_small_for_a_reduced_dead_letter_stops_the_consumer_at_start_n
     run(async {
         let env = Env::with_limits("dlqtiny", 1, TopicLimits { events: None, dlq: Some(Some(1000)) }).await;
         let (_consumer_stop, consumer) = env.consumer(ConsumerConfig::default());
-        let err =
-            within(60, "the consumer to stop at start", consumer).await.expect("task").expect_err("refused");
+        let err = within(Duration::from_secs(60), "the consumer to stop at start", consumer)
+            .await
+            .expect("task")
+            .expect_err("refused");
         let text = err.to_string();
         assert!(text.contains(&env.kafka.dlq_topic) && text.contains("1000 bytes"), "{text}");
         assert!(text.contains("max.message.bytes") && text.contains("32768"), "{text}");
@@ -1160,8 +1173,9 @@ fn a_dead_letter_the_broker_refuses_for_good_is_written_reduced() {
             error: "bad magic".into(),
             field: None,
         };
-        let written =
-            within(60, "the dead letter written", dlq.write(&record, &dead)).await.expect("written");
+        let written = within(Duration::from_secs(60), "the dead letter written", dlq.write(&record, &dead))
+            .await
+            .expect("written");
         assert!(
             matches!(&written, DlqWritten::Reduced { why, .. } if why.contains("refused")),
             "{written:?}"

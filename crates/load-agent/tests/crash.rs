@@ -12,10 +12,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{
-    Db, ServeConfig, assert_guarantees, env, eventually, ping, produce, producer, registration, traffic,
-};
+use common::{Db, ServeConfig, assert_guarantees, env, ping, produce, producer, registration, traffic};
 use load_agent_domain::RiskBand;
+use load_agent_testkit::wait::eventually;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -119,7 +118,7 @@ async fn a_relay_killed_after_sending_a_batch_and_before_its_outcomes_and_mark_l
     assert!(service.duplicates >= 1, "the crashed batch was redelivered under its keys");
     // ...and its outcomes, never published before the crash, reached the log once each.
     // (On Kafka the relay's outcome is `published`; timer rows, applied by the relay, `delivered`.)
-    eventually(60, "one successful outcome in the log per dispatched row", || async {
+    eventually(Duration::from_secs(60), "one successful outcome in the log per dispatched row", || async {
         let missing = db
             .scalar(
                 "SELECT count(*) FROM outbox o WHERE o.status = 'dispatched' AND NOT EXISTS \
@@ -151,7 +150,7 @@ async fn a_timer_pump_killed_after_publishing_and_before_the_mark_loses_no_timer
     }
     produce(&producer(&brokers), &cfg.events_topic(), &events).await;
     // Each ask scheduled its follow-up timer (30 minutes ahead).
-    eventually(60, "four timers scheduled", || async {
+    eventually(Duration::from_secs(60), "four timers scheduled", || async {
         match db.scalar("SELECT count(*) FROM timers WHERE status = 'scheduled'").await {
             4 => Ok(()),
             n => Err(format!("{n} scheduled")),
@@ -171,7 +170,7 @@ async fn a_timer_pump_killed_after_publishing_and_before_the_mark_loses_no_timer
     assert!(fired_before < 4, "the crash left a published timer unmarked");
     let mut again = cfg.spawn(None);
     again.ready().await;
-    eventually(60, "every due timer fired and decided once", || async {
+    eventually(Duration::from_secs(60), "every due timer fired and decided once", || async {
         let fired = db.scalar("SELECT count(*) FROM timers WHERE status = 'fired'").await;
         let decided = db
             .scalar("SELECT count(*) FROM log_entries WHERE kind = 'decision' AND entry_id LIKE 'dec:evt:%'")
@@ -201,7 +200,7 @@ async fn serve_killed_with_sigkill_in_the_middle_of_traffic_loses_nothing_and_no
     let (first, rest) = events.split_at(events.len() / 2);
     produce(&producer, &cfg.events_topic(), first).await;
     // Mid-stream: some records decided, some not, actions in flight.
-    eventually(60, "some decisions committed", || async {
+    eventually(Duration::from_secs(60), "some decisions committed", || async {
         match db.scalar("SELECT count(*) FROM log_entries WHERE kind = 'decision'").await {
             n if n >= 20 => Ok(()),
             n => Err(format!("{n} decisions")),

@@ -11,15 +11,17 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use chrono::Utc;
-use common::{Db, ServeConfig, env, eventually, ping, produce, producer, registration, sms};
+use common::{Db, HEAVY_POLL, ServeConfig, env, ping, produce, producer, registration, sms};
 use load_agent_domain::{
     ActionBody, ActionKind, Contact, DocumentFields, DocumentType, EventKind, InboundEvent, Language,
     LogEntry, MessageChannel, OutcomeStatus, RiskBand, Role, StopStatusKind,
 };
 use load_agent_ingest::replay::DecisionLine;
 use load_agent_store::{EventStore, PgStore};
+use load_agent_testkit::wait::eventually_every;
 
 fn event(load: &str, id: &str, kind: EventKind) -> InboundEvent {
     InboundEvent { event_id: format!("{load}-{id}"), load_id: load.into(), occurred_at: Utc::now(), kind }
@@ -95,7 +97,7 @@ async fn the_live_service_and_a_replay_of_its_topic_decide_alike_for_every_event
         &[registration_with_dispatcher(&a), ping(&a, 1, RiskBand::High), registration(&b)],
     )
     .await;
-    eventually(60, "the ETA ask of load A", || async {
+    eventually_every(Duration::from_secs(60), HEAVY_POLL, "the ETA ask of load A", || async {
         let asked = live_log(&store, &a).await.iter().any(|e| match e {
             LogEntry::Decision(d) => d.actions.iter().any(|x| x.kind() == ActionKind::SetTimer),
             LogEntry::Event(_) => false,
@@ -194,25 +196,30 @@ async fn the_live_service_and_a_replay_of_its_topic_decide_alike_for_every_event
     // Quiet: every record on the topic (the relay's outcomes included) has its decision, and
     // nothing is left to send.
     let seen = AtomicUsize::new(0);
-    eventually(120, "every record on the topic decided and the outbox empty", || {
-        let (store, db, brokers, topic, loads, seen) = (&store, &db, &brokers, &topic, &loads, &seen);
-        async move {
-            let (_, events) = topic_events(brokers, topic).await;
-            let decided = live_decisions(store, loads).await;
-            let undecided: Vec<&str> = events
-                .iter()
-                .filter(|e| !decided.contains_key(&(e.load_id.clone(), e.event_id.clone())))
-                .map(|e| e.event_id.as_str())
-                .collect();
-            let pending = db.scalar("SELECT count(*) FROM outbox WHERE status = 'pending'").await;
-            let grew = seen.swap(events.len(), Ordering::Relaxed) != events.len();
-            if undecided.is_empty() && pending == 0 && !grew {
-                Ok(())
-            } else {
-                Err(format!("undecided {undecided:?}, {pending} pending, topic grew: {grew}"))
+    eventually_every(
+        Duration::from_secs(120),
+        HEAVY_POLL,
+        "every record on the topic decided and the outbox empty",
+        || {
+            let (store, db, brokers, topic, loads, seen) = (&store, &db, &brokers, &topic, &loads, &seen);
+            async move {
+                let (_, events) = topic_events(brokers, topic).await;
+                let decided = live_decisions(store, loads).await;
+                let undecided: Vec<&str> = events
+                    .iter()
+                    .filter(|e| !decided.contains_key(&(e.load_id.clone(), e.event_id.clone())))
+                    .map(|e| e.event_id.as_str())
+                    .collect();
+                let pending = db.scalar("SELECT count(*) FROM outbox WHERE status = 'pending'").await;
+                let grew = seen.swap(events.len(), Ordering::Relaxed) != events.len();
+                if undecided.is_empty() && pending == 0 && !grew {
+                    Ok(())
+                } else {
+                    Err(format!("undecided {undecided:?}, {pending} pending, topic grew: {grew}"))
+                }
             }
-        }
-    })
+        },
+    )
     .await;
     serve.kill9();
 

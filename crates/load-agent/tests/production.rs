@@ -10,8 +10,9 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Serve, env, free_port, http_get, ping, registration};
+use common::{HEAVY_POLL, Serve, env, free_port, http_get, ping, registration};
 use load_agent_domain::RiskBand;
+use load_agent_testkit::wait::eventually_every;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message};
@@ -354,7 +355,7 @@ async fn dlq_list_show_and_redrive_through_the_broker() {
     };
     common::produce(&kafka, &events_topic, &[huge.clone()]).await;
     let mut listed = String::new();
-    common::eventually(60, "two dead letters listed", || {
+    eventually_every(Duration::from_secs(60), HEAVY_POLL, "two dead letters listed", || {
         let l = dlq(&["list"]);
         listed = l.1.clone();
         async move { if l.1.lines().count() == 2 { Ok(()) } else { Err(format!("{l:?}")) } }
@@ -381,7 +382,7 @@ async fn dlq_list_show_and_redrive_through_the_broker() {
     let (code, out, err) = dlq(&["redrive", "--code", "unknown_load"]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(err.contains("1 chosen, 1 redriven"), "{err}");
-    common::eventually(60, "the redriven SMS decided", || {
+    eventually_every(Duration::from_secs(60), HEAVY_POLL, "the redriven SMS decided", || {
         let id = early_sms.event_id.clone();
         let decisions = &decisions;
         async move { if decisions(id).await == 1 { Ok(()) } else { Err("not yet".into()) } }
@@ -394,7 +395,7 @@ async fn dlq_list_show_and_redrive_through_the_broker() {
     let (code, out, err) = dlq(&["redrive", "--code", "oversized"]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(err.contains("1 chosen, 1 redriven"), "{out}{err}");
-    common::eventually(60, "the redriven email dead-lettered again", || {
+    eventually_every(Duration::from_secs(60), HEAVY_POLL, "the redriven email dead-lettered again", || {
         let l = dlq(&["list", "--code", "oversized"]);
         async move { if l.1.lines().count() == 2 { Ok(()) } else { Err(format!("{l:?}")) } }
     })

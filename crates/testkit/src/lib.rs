@@ -4,7 +4,8 @@
 //! [`t0`]), the decision harnesses that process events the way the worker does without a store
 //! (`agent` feature: `decide`), Postgres for tests (`postgres` feature: `pg`), and store
 //! fixtures: appends of the agent's shape, the benches' Postgres schema, an `EventStore` wrapper
-//! a test steps into (`store` feature: `store`).
+//! a test steps into (`store` feature: `store`), and waits in async tests: a bounded await, a
+//! polled check (`wait` feature: `wait`).
 //!
 //! For tests and benches only: a crate lists it under `[dev-dependencies]` (and `benches/`, a
 //! bench package, under its dependencies), never as a normal dependency of production code.
@@ -21,6 +22,8 @@ pub mod decide;
 pub mod pg;
 #[cfg(feature = "store")]
 pub mod store;
+#[cfg(feature = "wait")]
+pub mod wait;
 
 use chrono::{DateTime, TimeZone, Utc};
 

@@ -12,6 +12,7 @@ use load_agent_domain::{Contact, EventKind, InboundEvent, LoadRegistered, RiskBa
 use load_agent_store::PgStore;
 use load_agent_testkit::events::event;
 use load_agent_testkit::load::{driver, sample_load};
+use load_agent_testkit::wait::eventually;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message};
@@ -272,21 +273,9 @@ pub async fn produce(producer: &FutureProducer, topic: &str, events: &[InboundEv
     }
 }
 
-/// Polls `check` until it holds or `secs` pass.
-pub async fn eventually<F, Fut>(secs: u64, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        match check().await {
-            Ok(()) => return,
-            Err(why) if Instant::now() >= deadline => panic!("{what}: {why}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
-        }
-    }
-}
+/// How often a test polls a check that runs the CLI or reads a topic from its start (lighter
+/// checks poll at the testkit's default).
+pub const HEAVY_POLL: Duration = Duration::from_millis(250);
 
 /// A delivery service downstream of the action topics, deduplicating by idempotency key as
 /// the integration contract asks: it counts the records it saw again separately from the
@@ -333,22 +322,29 @@ pub async fn assert_guarantees(
     cfg: &ServeConfig<'_>,
     published: &[InboundEvent],
 ) -> DedupingService {
-    eventually(120, "every published event decided, every action out of the outbox", || async {
-        let decided = db.decisions_per_event().await;
-        let missing: Vec<&str> =
-            published.iter().map(|e| e.event_id.as_str()).filter(|id| !decided.contains_key(*id)).collect();
-        if !missing.is_empty() {
-            return Err(format!("{} events not in the log yet, e.g. {:?}", missing.len(), &missing[..1]));
-        }
-        if let Some((id, n)) = decided.iter().find(|(_, n)| **n != 1) {
-            return Err(format!("event {id} has {n} decisions"));
-        }
-        let pending = db.scalar("SELECT count(*) FROM outbox WHERE status = 'pending'").await;
-        if pending > 0 {
-            return Err(format!("{pending} outbox rows still pending"));
-        }
-        Ok(())
-    })
+    eventually(
+        Duration::from_secs(120),
+        "every published event decided, every action out of the outbox",
+        || async {
+            let decided = db.decisions_per_event().await;
+            let missing: Vec<&str> = published
+                .iter()
+                .map(|e| e.event_id.as_str())
+                .filter(|id| !decided.contains_key(*id))
+                .collect();
+            if !missing.is_empty() {
+                return Err(format!("{} events not in the log yet, e.g. {:?}", missing.len(), &missing[..1]));
+            }
+            if let Some((id, n)) = decided.iter().find(|(_, n)| **n != 1) {
+                return Err(format!("event {id} has {n} decisions"));
+            }
+            let pending = db.scalar("SELECT count(*) FROM outbox WHERE status = 'pending'").await;
+            if pending > 0 {
+                return Err(format!("{pending} outbox rows still pending"));
+            }
+            Ok(())
+        },
+    )
     .await;
     // Exactly one decision per event: the unique (load_id, entry_id) index would refuse a
     // second, and none is missing.

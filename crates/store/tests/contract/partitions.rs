@@ -4,9 +4,12 @@
 //! appends of one load in different months still have one winner, and the migration moves an
 //! existing database's rows without changing what the store reads back.
 
+use std::time::Duration;
+
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use load_agent_domain::Destination;
 use load_agent_store::{AppendError, AppendRequest, PartitionPlan, PgStore, StoreOptions, TimerRow};
+use load_agent_testkit::wait::eventually_every;
 use sqlx::PgPool;
 
 use crate::fixtures::{row, sms, step, t};
@@ -649,14 +652,16 @@ async fn a_partition_analyzed_empty_is_analyzed_again_once_it_fills() {
     assert_eq!(estimate, 0.0, "still empty by its statistics, until something analyzes it");
 
     // The writers' statistics reach the server within about a second.
-    let mut analyzed = Vec::new();
-    for _ in 0..50 {
-        analyzed = lifecycle.analyze_filled_partitions().await.expect("analyze filled");
-        if !analyzed.is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    let analyzed = eventually_every(
+        Duration::from_secs(10),
+        Duration::from_millis(200),
+        "a filled partition",
+        || async {
+            let analyzed = lifecycle.analyze_filled_partitions().await.expect("analyze filled");
+            (!analyzed.is_empty()).then_some(analyzed)
+        },
+    )
+    .await;
     assert_eq!(analyzed, ["log_entries_p2026_04"]);
     let scan = april_scan(&mut session).await;
     assert!(

@@ -4,9 +4,13 @@
 use std::time::Duration;
 
 use load_agent_store::{DispatchedMark, PgStore, StoreOptions};
+use load_agent_testkit::wait::eventually_every;
 
 use crate::fixtures::{step, t};
 use crate::harness::{PgHarness, StoreHarness};
+
+/// How often a test looks for an unlock another connection runs (it lands within milliseconds).
+const UNLOCK_POLL: Duration = Duration::from_millis(10);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_lease_excludes_other_holders() {
@@ -20,15 +24,13 @@ async fn a_held_lease_excludes_other_holders() {
     lease.release();
     // The release queues the unlock on this store's lock connection; another session sees it
     // once that connection ran it.
-    let mut again = None;
-    for _ in 0..100 {
-        again = other.lock.try_lock("L1").await.expect("try_lock");
-        if again.is_some() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(again.is_some(), "released: another session can take it");
+    let again = eventually_every(
+        Duration::from_secs(5),
+        UNLOCK_POLL,
+        "released: another session can take it",
+        || async { other.lock.try_lock("L1").await.expect("try_lock") },
+    )
+    .await;
     assert!(lock.try_lock("L1").await.expect("try_lock").is_none(), "now held by the other session");
     drop(again);
     drop(other);
@@ -79,18 +81,14 @@ async fn the_retention_lock_admits_one_run_per_store_at_a_time() {
     assert!(lifecycle.try_lock_retention().await.expect("try").is_none(), "now held by the other");
     // Dropped without a release, as by a process that died: the server ends the session.
     drop(taken);
-    let mut again = None;
-    for _ in 0..500 {
-        again = lifecycle.try_lock_retention().await.expect("try");
-        if again.is_some() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(again.is_some(), "a holder's closed session frees the lock");
-    if let Some(lock) = again {
-        lock.release().await;
-    }
+    let again = eventually_every(
+        Duration::from_secs(5),
+        UNLOCK_POLL,
+        "a holder's closed session frees the lock",
+        || async { lifecycle.try_lock_retention().await.expect("try") },
+    )
+    .await;
+    again.release().await;
     if let Some(lock) = apart {
         lock.release().await;
     }
