@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 use chrono::TimeDelta;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use load_agent_domain::*;
-use load_agent_store::{AppendRequest, DispatchedMark, PgStore, SqliteStore, StoreOptions, Stores};
+use load_agent_store::{
+    AppendRequest, DispatchedMark, FailedMark, NextAttempt, PgStore, SqliteStore, StoreOptions, Stores,
+};
 use load_agent_testkit::events::entry;
 use load_agent_testkit::load::sample_load;
 use load_agent_testkit::store::{agent_append, base_time, bench_postgres, prepare_rows};
@@ -253,6 +255,9 @@ enum Marks {
     Sequential,
     /// The whole batch in one statement (`mark_dispatched_batch`, the relay's success path).
     Batch,
+    /// The whole batch failed in one statement (`mark_failed_batch`, the relay's path when a
+    /// service is down), buried so that the rows leave the pending ones as delivered rows do.
+    FailedBatch,
 }
 
 /// Claims batches of 64 and marks every row dispatched.
@@ -292,6 +297,19 @@ async fn claim_and_mark(stores: &Stores, pg: Option<&PgPool>, iters: u64, marks:
                     })
                     .collect();
                 let marked = outbox.mark_dispatched_batch(&batch, now).await.expect("batch mark");
+                assert!(marked.iter().all(Result::is_ok), "every claimed row is marked");
+            }
+            Marks::FailedBatch => {
+                let batch: Vec<FailedMark> = rows
+                    .iter()
+                    .map(|r| FailedMark {
+                        id: r.id.clone(),
+                        token: r.claim_token,
+                        failure: "503 from the service".into(),
+                        next: NextAttempt::Dead,
+                    })
+                    .collect();
+                let marked = outbox.mark_failed_batch(&batch, now).await.expect("failed batch mark");
                 assert!(marked.iter().all(Result::is_ok), "every claimed row is marked");
             }
         }
@@ -361,6 +379,7 @@ fn claim_mark(c: &mut Criterion) {
             ("batch64_concurrent_marks", Marks::Concurrent),
             ("batch64_sequential_marks", Marks::Sequential),
             ("batch64_batch_mark", Marks::Batch),
+            ("batch64_failed_batch_mark", Marks::FailedBatch),
         ] {
             group.bench_function(BenchmarkId::new(name, label), |b| {
                 b.to_async(&rt).iter_custom(|iters| claim_and_mark(stores, pool_of(name), iters, marks));

@@ -8,7 +8,9 @@
 //!    (concurrently, the same width); failed rows take their failure path (below) here too;
 //! 3. **mark** every delivered row whose outcome was published in ONE statement,
 //!    [`Outbox::mark_dispatched_batch`], which checks each row's claim token: a row whose claim
-//!    was lost is reported stale, the others are marked.
+//!    was lost is reported stale, the others are marked; then every failed row (a retry, or a
+//!    buried row) in one more, [`Outbox::mark_failed_batch`], under the same check. A service
+//!    that is down fails the whole batch, and its rows cost one round trip, not one each.
 //!
 //! [`Relay::run`] is the loop.
 //!
@@ -30,8 +32,8 @@
 //!   DELIVERED"). Sends of one batch run side by side, so a batch takes about one send's time,
 //!   well inside the lease.
 //!
-//! Failures (the rules of ADR 0003, row by row, unchanged):
-//! - retryable: `mark_failed` with a retry time on a capped exponential curve;
+//! Failures (the rules of ADR 0003, row by row, unchanged; marked together in step 3):
+//! - retryable: a retry time on a capped exponential curve;
 //! - permanent, or retries spent: the row is dead, a failed `action_outcome` goes to the queue
 //!   (the agent turns a failed external action into an urgent Hero task) and Hero-channel and
 //!   internal actions raise an ops alert instead;
@@ -48,7 +50,9 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, TimeDelta, Utc};
 use futures::StreamExt;
 use load_agent_domain::{ActionBody, EventKind, InboundEvent, OutcomeStatus, action_outcome_event_id};
-use load_agent_store::{ClaimedRow, DispatchedMark, NextAttempt, Outbox, StoreError, TimerRow, TimerStore};
+use load_agent_store::{
+    ClaimedRow, DispatchedMark, FailedMark, NextAttempt, Outbox, StoreError, TimerRow, TimerStore,
+};
 use serde::Serialize;
 use tracing::{Instrument, debug, error, info_span, warn};
 
@@ -225,11 +229,40 @@ struct Handled {
     sent: Sent,
 }
 
-/// A delivered row whose outcome was published: step 3 marks it.
+/// A delivered row whose outcome was published: step 3 marks it dispatched.
 struct ToMark {
     row: ClaimedRow,
     now: DateTime<Utc>,
     receipt: Receipt,
+}
+
+/// A row whose attempt failed, after its failure path ran (its failed outcome published when it
+/// is to be buried): step 3 marks it for a retry or dead.
+struct ToFail {
+    row: ClaimedRow,
+    why: String,
+    next: NextAttempt,
+    now: DateTime<Utc>,
+}
+
+impl ToFail {
+    fn retry(row: ClaimedRow, why: String, at: DateTime<Utc>, now: DateTime<Utc>) -> ToFail {
+        ToFail { row, why, next: NextAttempt::RetryAt(at), now }
+    }
+}
+
+/// What step 2 made of a row.
+enum Settled {
+    Delivered(ToMark),
+    Failed(ToFail),
+    /// Nothing to mark: the lease ran out before the send.
+    Left,
+}
+
+/// Delivered rows whose batch mark failed with a store error (nothing of it was marked).
+struct Unmarked {
+    rows: Vec<ToMark>,
+    error: StoreError,
 }
 
 fn span(row: &ClaimedRow) -> tracing::Span {
@@ -323,21 +356,21 @@ impl Relay {
             .map(|handled| async move {
                 let span = span(&handled.row);
                 let mut one = RelayReport::default();
-                let to_mark = self.settle(handled, &mut one).instrument(span).await;
-                (one, to_mark)
+                let settled = self.settle(handled, &mut one).instrument(span).await;
+                (one, settled)
             })
             .buffered(width)
             .collect::<Vec<_>>()
             .await;
         stages::observe(Stage::Outcome, started.elapsed());
         let mut to_mark = Vec::with_capacity(settled.len());
-        for (one, delivered) in settled {
+        for (one, settled) in settled {
             report.absorb(one);
-            to_mark.extend(delivered);
+            to_mark.push(settled);
         }
-        // 3. Mark every delivered row in one statement.
+        // 3. Mark the delivered rows in one statement, the failed ones in another.
         let started = Instant::now();
-        self.mark_delivered(to_mark, now, &mut report).await;
+        self.mark(to_mark, now, &mut report).await;
         stages::observe(Stage::Mark, started.elapsed());
         Ok(report)
     }
@@ -385,15 +418,16 @@ impl Relay {
     }
 
     /// Step 2 for one row: a delivered row publishes its delivered outcome and is returned to be
-    /// marked; a failed row takes its failure path (retry, or bury with a failed outcome).
-    async fn settle(&self, handled: Handled, report: &mut RelayReport) -> Option<ToMark> {
+    /// marked dispatched; a failed row takes its failure path (a retry, or burying it with a
+    /// failed outcome) and is returned to be marked failed.
+    async fn settle(&self, handled: Handled, report: &mut RelayReport) -> Settled {
         let Handled { row, now, sent } = handled;
         let failures = row.attempts + 1;
         match sent {
             Sent::LeaseLost => {
                 report.stale += 1;
                 debug!("the claim's lease ran out before the send: left to its next holder");
-                None
+                Settled::Left
             }
             Sent::Delivered(receipt) => {
                 // A timer row is applied here, by the relay itself; anything else is as done as
@@ -405,40 +439,78 @@ impl Relay {
                     self.destinations.sent_status()
                 };
                 match self.queue.publish(self.outcome(&row, status, None, now)).await {
-                    Ok(()) => Some(ToMark { row, now, receipt }),
+                    Ok(()) => Settled::Delivered(ToMark { row, now, receipt }),
                     Err(e) => {
                         report.publish_failures += 1;
                         let why = format!(
                             "delivered (receipt {}) but the outcome was not published: {e}",
                             receipt.id
                         );
-                        self.after_send_failure(&row, failures, &why, now, report).await;
-                        None
+                        Settled::Failed(self.after_send_failure(row, failures, why, now, report).await)
                     }
                 }
             }
             Sent::Failed(DeliveryError::Retryable(reason)) => {
-                match self.config.retry.next_attempt(failures, row.first_attempt_at, now) {
-                    NextAttempt::RetryAt(at) => self.mark_retry(&row, &reason, at, now, report).await,
+                Settled::Failed(match self.config.retry.next_attempt(failures, row.first_attempt_at, now) {
+                    NextAttempt::RetryAt(at) => ToFail::retry(row, reason, at, now),
                     NextAttempt::Dead => {
                         let why = format!("retries spent after {failures} attempts: {reason}");
-                        self.bury(&row, &why, failures, now, report).await
+                        self.bury(row, why, failures, now, report).await
                     }
-                }
-                None
+                })
             }
             Sent::Failed(DeliveryError::Permanent(reason)) => {
-                self.bury(&row, &reason, failures, now, report).await;
-                None
+                Settled::Failed(self.bury(row, reason, failures, now, report).await)
             }
         }
     }
 
-    /// Step 3: one batch mark of the delivered rows. A row whose claim was lost is stale; when
-    /// the mark itself fails (a store error), every row of it takes the after-send failure path.
-    async fn mark_delivered(&self, rows: Vec<ToMark>, now: DateTime<Utc>, report: &mut RelayReport) {
+    /// Step 3: one batch mark of the delivered rows, then one of the failed ones. A row whose
+    /// claim was lost is stale. When the delivered rows' mark fails (a store error), each takes
+    /// the after-send failure path and joins the failed rows' mark.
+    async fn mark(&self, settled: Vec<Settled>, now: DateTime<Utc>, report: &mut RelayReport) {
+        let mut delivered = Vec::new();
+        let mut failed = Vec::new();
+        for one in settled {
+            match one {
+                Settled::Delivered(m) => delivered.push(m),
+                Settled::Failed(f) => failed.push(f),
+                Settled::Left => {}
+            }
+        }
+        if let Some(unmarked) = self.mark_delivered(delivered, now, report).await {
+            let e = &unmarked.error;
+            let retried = futures::stream::iter(unmarked.rows)
+                .map(|m| async move {
+                    let mut one = RelayReport { mark_failures: 1, ..RelayReport::default() };
+                    let why = format!("delivered (receipt {}) but marking it failed: {e}", m.receipt.id);
+                    let span = span(&m.row);
+                    let failures = m.row.attempts + 1;
+                    let to_fail =
+                        self.after_send_failure(m.row, failures, why, m.now, &mut one).instrument(span).await;
+                    (one, to_fail)
+                })
+                .buffered(self.config.concurrency.max(1))
+                .collect::<Vec<_>>()
+                .await;
+            for (one, to_fail) in retried {
+                report.absorb(one);
+                failed.push(to_fail);
+            }
+        }
+        self.mark_failed(failed, now, report).await;
+    }
+
+    /// Marks the delivered rows in one statement. `Some` when the mark itself failed (a store
+    /// error): nothing was marked, and the rows are handed back.
+    async fn mark_delivered(
+        &self,
+        rows: Vec<ToMark>,
+        now: DateTime<Utc>,
+        report: &mut RelayReport,
+    ) -> Option<Unmarked> {
         if rows.is_empty() {
-            return;
+            return None;
         }
         let marks: Vec<DispatchedMark> = rows
             .iter()
@@ -448,8 +520,7 @@ impl Relay {
                 receipt: m.receipt.id.clone(),
             })
             .collect();
-        let mark_now = self.clock.now().max(now);
-        match self.outbox.mark_dispatched_batch(&marks, mark_now).await {
+        match self.outbox.mark_dispatched_batch(&marks, self.clock.now().max(now)).await {
             Ok(results) => {
                 for (m, result) in rows.iter().zip(results) {
                     match result {
@@ -460,133 +531,128 @@ impl Relay {
                         }
                     }
                 }
+                None
             }
+            Err(error) => {
+                warn!(error = %error, rows = rows.len(), "marking a delivered batch failed");
+                Some(Unmarked { rows, error })
+            }
+        }
+    }
+
+    /// Marks the failed rows in one statement: retries scheduled, dead rows buried (with their
+    /// metric and, for Hero-channel and internal actions, an ops alert). When the mark itself
+    /// fails, the rows' leases will expire and a later claim tries them again.
+    async fn mark_failed(&self, rows: Vec<ToFail>, now: DateTime<Utc>, report: &mut RelayReport) {
+        if rows.is_empty() {
+            return;
+        }
+        let marks: Vec<FailedMark> = rows
+            .iter()
+            .map(|f| FailedMark {
+                id: f.row.id.clone(),
+                token: f.row.claim_token,
+                failure: f.why.clone(),
+                next: f.next,
+            })
+            .collect();
+        let results = match self.outbox.mark_failed_batch(&marks, self.clock.now().max(now)).await {
+            Ok(results) => results,
             Err(e) => {
-                warn!(error = %e, rows = rows.len(), "marking a delivered batch failed");
-                let e = &e;
-                let failed = futures::stream::iter(rows)
-                    .map(|m| async move {
-                        let mut one = RelayReport { mark_failures: 1, ..RelayReport::default() };
-                        let why = format!("delivered (receipt {}) but marking it failed: {e}", m.receipt.id);
-                        let span = span(&m.row);
-                        self.after_send_failure(&m.row, m.row.attempts + 1, &why, m.now, &mut one)
-                            .instrument(span)
-                            .await;
-                        one
-                    })
-                    .buffered(self.config.concurrency.max(1))
-                    .collect::<Vec<_>>()
-                    .await;
-                for one in failed {
-                    report.absorb(one);
+                report.mark_failures += rows.len();
+                error!(error = %e, rows = rows.len(), "marking failed attempts failed; their leases will expire");
+                return;
+            }
+        };
+        for (f, result) in rows.into_iter().zip(results) {
+            let _span = span(&f.row).entered();
+            match (result, f.next) {
+                (Err(_), _) => report.stale += 1,
+                (Ok(()), NextAttempt::RetryAt(at)) => {
+                    report.retried += 1;
+                    debug!(retry_at = %at, reason = %load_agent_domain::pii::scrub(&f.why), "attempt failed: retry scheduled");
+                }
+                (Ok(()), NextAttempt::Dead) => {
+                    report.dead += 1;
+                    metrics::counter!(names::DEAD_ROWS_TOTAL, "destination" => f.row.destination.as_str())
+                        .increment(1);
+                    warn!(reason = %load_agent_domain::pii::scrub(&f.why), "outbox row is dead");
+                    if let Some(class) = class_label(f.row.action.body.class()) {
+                        report.ops_alerts += 1;
+                        self.alerts.raise(OpsAlert {
+                            load_id: f.row.load_id.clone(),
+                            idempotency_key: f.row.id.clone(),
+                            action_kind: f.row.action.kind(),
+                            class,
+                            reason: f.why,
+                            at: f.now,
+                        });
+                    }
                 }
             }
         }
     }
 
     /// A failure after the send counts as an attempt and backs off on the normal curve; when
-    /// the attempts are spent the row is buried.
+    /// the attempts are spent the row is buried (its failed outcome published again, best
+    /// effort: the queue may be back).
     async fn after_send_failure(
         &self,
-        row: &ClaimedRow,
+        row: ClaimedRow,
         failures: u32,
-        why: &str,
+        why: String,
         now: DateTime<Utc>,
         report: &mut RelayReport,
-    ) {
+    ) -> ToFail {
         match self.config.retry.next_attempt(failures, row.first_attempt_at, now) {
-            NextAttempt::RetryAt(at) => self.mark_retry(row, why, at, now, report).await,
-            NextAttempt::Dead => self.mark_dead(row, why, now, report, true).await,
+            NextAttempt::RetryAt(at) => ToFail::retry(row, why, at, now),
+            NextAttempt::Dead => self.buried_anyway(row, why, now, report).await,
         }
     }
 
-    async fn mark_retry(
-        &self,
-        row: &ClaimedRow,
-        why: &str,
-        at: DateTime<Utc>,
-        now: DateTime<Utc>,
-        report: &mut RelayReport,
-    ) {
-        debug!(retry_at = %at, reason = %load_agent_domain::pii::scrub(why), "attempt failed: retry scheduled");
-        match self.outbox.mark_failed(&row.id, row.claim_token, why, NextAttempt::RetryAt(at), now).await {
-            Ok(()) => report.retried += 1,
-            Err(e) if e.is_stale() => report.stale += 1,
-            Err(e) => {
-                report.mark_failures += 1;
-                warn!(error = %e, "marking a failed attempt failed; the lease will expire");
-            }
-        }
-    }
-
-    /// The row cannot be delivered: publish its failed outcome, then bury it. When the
-    /// publish fails and attempts remain, that failure is one more attempt.
+    /// The row cannot be delivered: publish its failed outcome, then it is to be buried. When
+    /// the publish fails and attempts remain, that failure is one more attempt.
     async fn bury(
         &self,
-        row: &ClaimedRow,
-        reason: &str,
+        row: ClaimedRow,
+        reason: String,
         failures: u32,
         now: DateTime<Utc>,
         report: &mut RelayReport,
-    ) {
-        let outcome = self.outcome(row, OutcomeStatus::FailedPermanent, Some(reason), now);
+    ) -> ToFail {
+        let outcome = self.outcome(&row, OutcomeStatus::FailedPermanent, Some(&reason), now);
         match self.queue.publish(outcome).await {
-            Ok(()) => self.mark_dead(row, reason, now, report, false).await,
+            Ok(()) => ToFail { row, why: reason, next: NextAttempt::Dead, now },
             Err(e) => {
                 report.publish_failures += 1;
                 let why = format!("{reason}; the failed outcome was not published: {e}");
                 match self.config.retry.next_attempt(failures, row.first_attempt_at, now) {
-                    NextAttempt::RetryAt(at) => self.mark_retry(row, &why, at, now, report).await,
-                    // Spent: buried all the same, the outcome was published best effort.
-                    NextAttempt::Dead => self.mark_dead(row, &why, now, report, true).await,
+                    NextAttempt::RetryAt(at) => ToFail::retry(row, why, at, now),
+                    // Spent: buried all the same, the outcome published best effort.
+                    NextAttempt::Dead => self.buried_anyway(row, why, now, report).await,
                 }
             }
         }
     }
 
-    async fn mark_dead(
+    /// Spent, though its failed outcome may not have reached the queue: publishes it once more,
+    /// best effort, and the row is to be buried whatever that gives.
+    async fn buried_anyway(
         &self,
-        row: &ClaimedRow,
-        why: &str,
+        row: ClaimedRow,
+        why: String,
         now: DateTime<Utc>,
         report: &mut RelayReport,
-        publish_again: bool,
-    ) {
-        if publish_again {
-            // Best effort: the queue may be back.
-            if self
-                .queue
-                .publish(self.outcome(row, OutcomeStatus::FailedPermanent, Some(why), now))
-                .await
-                .is_err()
-            {
-                report.publish_failures += 1;
-            }
+    ) -> ToFail {
+        if self
+            .queue
+            .publish(self.outcome(&row, OutcomeStatus::FailedPermanent, Some(&why), now))
+            .await
+            .is_err()
+        {
+            report.publish_failures += 1;
         }
-        match self.outbox.mark_failed(&row.id, row.claim_token, why, NextAttempt::Dead, now).await {
-            Ok(()) => {
-                report.dead += 1;
-                metrics::counter!(names::DEAD_ROWS_TOTAL, "destination" => row.destination.as_str())
-                    .increment(1);
-                warn!(reason = %load_agent_domain::pii::scrub(why), "outbox row is dead");
-                if let Some(class) = class_label(row.action.body.class()) {
-                    report.ops_alerts += 1;
-                    self.alerts.raise(OpsAlert {
-                        load_id: row.load_id.clone(),
-                        idempotency_key: row.id.clone(),
-                        action_kind: row.action.kind(),
-                        class,
-                        reason: why.to_string(),
-                        at: now,
-                    });
-                }
-            }
-            Err(e) if e.is_stale() => report.stale += 1,
-            Err(e) => {
-                report.mark_failures += 1;
-                error!(error = %e, "burying an outbox row failed; the lease will expire");
-            }
-        }
+        ToFail { row, why, next: NextAttempt::Dead, now }
     }
 
     /// `set_timer` / `cancel_timer` rows go to the TimerStore, not to a service.

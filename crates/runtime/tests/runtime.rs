@@ -18,9 +18,9 @@ use load_agent_runtime::{
     RelayConfig, RetryPolicy, RunOutcome, RuntimeConfig, SnapshotCache, SnapshotSource, TimerPump, Worker,
 };
 use load_agent_store::{
-    AppendError, ClaimError, ClaimedRow, DelegatingOutbox, DispatchedMark, EventStore, NewOutboxRow,
-    NextAttempt, Outbox, OutboxStatus, SqliteStore, StaleClaimError, StoreError, StoreOptions, Stores,
-    TimerRow,
+    AppendError, ClaimError, ClaimedRow, DelegatingOutbox, DispatchedMark, EventStore, FailedMark,
+    NewOutboxRow, NextAttempt, Outbox, OutboxStatus, SqliteStore, StaleClaimError, StoreError, StoreOptions,
+    Stores, TimerRow,
 };
 use uuid::Uuid;
 
@@ -480,6 +480,9 @@ struct CountingOutbox {
     /// (rows in the batch mark, outcomes on the queue when it was called)
     batch_marks: Mutex<Vec<(usize, usize)>>,
     fail_batch_mark: AtomicBool,
+    single_failed_marks: AtomicUsize,
+    /// Rows in each batch mark of failed attempts.
+    failed_batch_marks: Mutex<Vec<usize>>,
 }
 
 impl CountingOutbox {
@@ -491,7 +494,13 @@ impl CountingOutbox {
             single_marks: AtomicUsize::new(0),
             batch_marks: Mutex::new(Vec::new()),
             fail_batch_mark: AtomicBool::new(false),
+            single_failed_marks: AtomicUsize::new(0),
+            failed_batch_marks: Mutex::new(Vec::new()),
         })
+    }
+
+    fn failed_batch_marks(&self) -> Vec<usize> {
+        self.failed_batch_marks.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn batch_marks(&self) -> Vec<(usize, usize)> {
@@ -525,6 +534,25 @@ impl DelegatingOutbox for CountingOutbox {
             return Err(StoreError::Commit("the database went away".into()));
         }
         self.inner.mark_dispatched_batch(marks, now).await
+    }
+    async fn mark_failed(
+        &self,
+        id: &str,
+        token: Uuid,
+        failure: &str,
+        next: NextAttempt,
+        now: DateTime<Utc>,
+    ) -> Result<(), ClaimError> {
+        self.single_failed_marks.fetch_add(1, Ordering::SeqCst);
+        self.inner.mark_failed(id, token, failure, next, now).await
+    }
+    async fn mark_failed_batch(
+        &self,
+        marks: &[FailedMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        self.failed_batch_marks.lock().unwrap_or_else(|p| p.into_inner()).push(marks.len());
+        self.inner.mark_failed_batch(marks, now).await
     }
     async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError> {
         self.rechecks.fetch_add(1, Ordering::SeqCst);
@@ -630,6 +658,8 @@ async fn a_failed_batch_mark_counts_an_attempt_for_every_row_and_the_retry_deliv
     let t0 = env.clock.now();
     let r = relay.relay_once(t0).await.expect("relay");
     assert_eq!((r.claimed, r.delivered, r.mark_failures, r.retried, r.dead), (4, 0, 4, 4, 0), "{r:?}");
+    assert_eq!(outbox.failed_batch_marks(), [4], "the four retries marked in one call");
+    assert_eq!(outbox.single_failed_marks.load(Ordering::SeqCst), 0);
     for load in ["L0", "L1"] {
         for row in env.stores.outbox.rows_for_load(load).await.expect("rows") {
             assert_eq!((row.status, row.attempts), (OutboxStatus::Pending, 1), "{}", row.id);
@@ -644,6 +674,60 @@ async fn a_failed_batch_mark_counts_an_attempt_for_every_row_and_the_retry_deliv
     assert_eq!((r.claimed, r.delivered, r.mark_failures), (4, 4, 0), "{r:?}");
     assert_eq!(env.fakes.delivered_to(Destination::Sms).len(), 2, "one SMS per key at the service");
     assert_eq!(env.fakes.total_duplicate_sends(), 2, "each SMS was sent again under its key");
+}
+
+/// A service that is down fails the relay's whole batch: the failed attempts are marked in one
+/// call, as the delivered rows are, each row retried (or buried) exactly as a single mark would.
+#[tokio::test]
+async fn a_batch_that_a_service_outage_fails_is_marked_in_one_call() {
+    let env = Env::new().await;
+    pinged_loads(&env, 3).await;
+    // The SMS service is down: every SMS fails (the timer rows go to the TimerStore).
+    env.fakes.add_fault(FaultRule { action: Some(ActionKind::SendSms), to: None, fail: FailMode::Retryable });
+    let outbox = CountingOutbox::new(&env);
+    let queue: Arc<dyn LoadQueue> = env.queue.clone();
+    let relay = Relay::new(
+        outbox.clone(),
+        env.stores.timers.clone(),
+        Arc::new(env.fakes.clone()),
+        queue,
+        Arc::new(env.clock.clone()),
+    );
+    let t0 = env.clock.now();
+    let r = relay.relay_once(t0).await.expect("relay");
+    assert_eq!((r.claimed, r.delivered, r.retried, r.dead, r.stale), (6, 3, 3, 0, 0), "{r:?}");
+    assert_eq!(outbox.failed_batch_marks(), [3], "the three failed SMS marked in one call");
+    assert_eq!(outbox.batch_marks().iter().map(|(rows, _)| *rows).collect::<Vec<_>>(), [3], "the timers");
+    assert_eq!(outbox.single_failed_marks.load(Ordering::SeqCst), 0, "no mark round trip per failed row");
+    for n in 0..3 {
+        let rows = env.stores.outbox.rows_for_load(&format!("L{n}")).await.expect("rows");
+        let sms = rows.iter().find(|r| r.destination == Destination::Sms).expect("sms row");
+        assert_eq!(
+            (sms.status, sms.attempts, sms.retry_at),
+            (OutboxStatus::Pending, 1, Some(t0 + Duration::seconds(5)))
+        );
+        assert!(sms.last_failure.is_some(), "{sms:?}");
+    }
+    // Still down when the budget is spent: buried together, each with its failed outcome.
+    env.drain().await;
+    env.clock.set(t0 + Duration::seconds(5));
+    assert_eq!(relay.relay_once(env.clock.now()).await.expect("relay").retried, 3);
+    env.clock.set(t0 + Duration::seconds(140));
+    let r = relay.relay_once(env.clock.now()).await.expect("relay");
+    assert_eq!((r.claimed, r.dead, r.ops_alerts), (3, 3, 0), "{r:?}");
+    assert_eq!(outbox.failed_batch_marks(), [3, 3, 3]);
+    assert_eq!(outbox.single_failed_marks.load(Ordering::SeqCst), 0);
+    let failed: Vec<_> =
+        env.drain().await.into_iter().filter(|e| e.event_id.starts_with("out:failed_permanent:")).collect();
+    assert_eq!(failed.len(), 3, "one failed outcome per buried row");
+    for n in 0..3 {
+        let rows = env.stores.outbox.rows_for_load(&format!("L{n}")).await.expect("rows");
+        let sms = rows.iter().find(|r| r.destination == Destination::Sms).expect("sms row");
+        assert_eq!(
+            (sms.status, sms.attempts, sms.dead_at),
+            (OutboxStatus::Dead, 3, Some(t0 + Duration::seconds(140)))
+        );
+    }
 }
 
 /// A service during whose first send the lease runs out and another relay takes the batch

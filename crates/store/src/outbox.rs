@@ -60,17 +60,28 @@ pub struct DispatchedMark {
     pub receipt: String,
 }
 
+/// One row of [`Outbox::mark_failed_batch`]: the claimed row, the token of its claim, why the
+/// attempt failed and what comes next (a retry at a time, or dead).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedMark {
+    pub id: String,
+    pub token: Uuid,
+    pub failure: String,
+    pub next: NextAttempt,
+}
+
 /// Refuses a batch mark that names a row twice: the two marks could not both apply, and which
 /// one wins would depend on the backend.
-pub(crate) fn check_distinct(marks: &[DispatchedMark]) -> Result<(), StoreError> {
-    let mut seen = std::collections::HashSet::with_capacity(marks.len());
-    match marks.iter().find(|m| !seen.insert(m.id.as_str())) {
-        Some(twice) => Err(StoreError::InvalidRequest(format!(
-            "outbox row {} is named twice in one batch mark",
-            twice.id
-        ))),
-        None => Ok(()),
+pub(crate) fn check_distinct<'a>(ids: impl ExactSizeIterator<Item = &'a str>) -> Result<(), StoreError> {
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    for id in ids {
+        if !seen.insert(id) {
+            return Err(StoreError::InvalidRequest(format!(
+                "outbox row {id} is named twice in one batch mark"
+            )));
+        }
     }
+    Ok(())
 }
 
 /// What happens to a row after a failed attempt.
@@ -161,6 +172,19 @@ pub trait Outbox: Send + Sync {
         next: NextAttempt,
         now: DateTime<Utc>,
     ) -> Result<(), ClaimError>;
+
+    /// Marks several failed attempts at once, each exactly as [`mark_failed`](Outbox::mark_failed)
+    /// would, in ONE statement (Postgres) or one transaction of the writer (SQLite): the relay's
+    /// failures of a batch (a service down fails every row of it) cost one round trip, not one
+    /// each. Results and errors as [`mark_dispatched_batch`](Outbox::mark_dispatched_batch): one
+    /// per mark in the order given, stale rows left unchanged and the others marked; `Err` only
+    /// for an infrastructure failure, and then nothing was marked; an id given twice is an
+    /// [`StoreError::InvalidRequest`].
+    async fn mark_failed_batch(
+        &self,
+        marks: &[FailedMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError>;
 
     /// Releases the claim until `until` without counting an attempt (a rate limit). A row not
     /// tried yet (`attempts == 0`) also forgets its `first_attempt_at`, so the wait does not spend
@@ -278,6 +302,15 @@ pub trait DelegatingOutbox: Send + Sync {
         self.inner().mark_failed(id, token, failure, next, now).await
     }
 
+    /// See [`Outbox::mark_failed_batch`].
+    async fn mark_failed_batch(
+        &self,
+        marks: &[FailedMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        self.inner().mark_failed_batch(marks, now).await
+    }
+
     /// See [`Outbox::mark_deferred`].
     async fn mark_deferred(
         &self,
@@ -350,6 +383,14 @@ impl<T: DelegatingOutbox> Outbox for T {
         now: DateTime<Utc>,
     ) -> Result<(), ClaimError> {
         DelegatingOutbox::mark_failed(self, id, token, failure, next, now).await
+    }
+
+    async fn mark_failed_batch(
+        &self,
+        marks: &[FailedMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        DelegatingOutbox::mark_failed_batch(self, marks, now).await
     }
 
     async fn mark_deferred(

@@ -2,6 +2,7 @@
 //! (one row at a time, or a relay's whole batch in one `UPDATE ... FROM unnest(...)`).
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,7 +15,8 @@ use super::PgStore;
 use crate::codec::{age, decode_action, decode_destination, decode_status, limit_i64, to_u32, to_u64};
 use crate::error::{ClaimError, StaleClaimError, StoreError};
 use crate::outbox::{
-    ClaimedRow, DUE_ROWS_EXAMINED, DispatchedMark, NextAttempt, Outbox, OutboxRowView, check_distinct,
+    ClaimedRow, DUE_ROWS_EXAMINED, DispatchedMark, FailedMark, NextAttempt, Outbox, OutboxRowView,
+    check_distinct,
 };
 
 /// Claims the first due rows in insertion order. A row is due when pending, past its
@@ -63,6 +65,22 @@ const MARK_DISPATCHED_BATCH: &str = r#"
 UPDATE {outbox} AS o
 SET status = 'dispatched', receipt = m.receipt, dispatched_at = $4, claim_token = NULL, lease_until = NULL
 FROM unnest($1::text[], $2::uuid[], $3::text[], $5::timestamptz[]) AS m(id, token, receipt, created_at)
+WHERE o.id = m.id AND o.created_at = m.created_at AND o.claim_token = m.token
+RETURNING o.id
+"#;
+
+/// Marks a batch of failed attempts in one statement, each as [`MARK_RETRY`] (a retry time in
+/// `retry`) or [`MARK_DEAD`] (`retry` NULL) would, under the same per-row guard as
+/// [`MARK_DISPATCHED_BATCH`]; returns the ids marked.
+const MARK_FAILED_BATCH: &str = r#"
+UPDATE {outbox} AS o
+SET status = CASE WHEN m.retry IS NULL THEN 'dead' ELSE o.status END,
+    attempts = o.attempts + 1, last_failure = m.failure,
+    retry_at = coalesce(m.retry, o.retry_at),
+    dead_at = CASE WHEN m.retry IS NULL THEN $4 ELSE o.dead_at END,
+    claim_token = NULL, lease_until = NULL
+FROM unnest($1::text[], $2::uuid[], $3::text[], $5::timestamptz[], $6::timestamptz[])
+    AS m(id, token, failure, retry, created_at)
 WHERE o.id = m.id AND o.created_at = m.created_at AND o.claim_token = m.token
 RETURNING o.id
 "#;
@@ -272,26 +290,52 @@ impl PgStore {
         if applied == 1 { Ok(()) } else { Err(StaleClaimError { id: id.to_owned() }.into()) }
     }
 
-    /// Marks a batch of delivered rows ([`MARK_DISPATCHED_BATCH`]) through `table`.
-    async fn run_mark_batch(
+    /// Runs a batch mark: `run` is given the table to name (the rows' day's partition when
+    /// they are all of one day, a relay's batch claimed together; else the parent) and each
+    /// row's `created_at`, and returns the ids it marked. The claims end with it, applied or
+    /// stale. A row whose claim no longer holds it has no `created_at` to look up; it stays in
+    /// the arrays with any time, matches nothing, and is reported stale like any other.
+    async fn mark_batch<'a, F, Fut>(
         &self,
-        table: String,
-        marks: &[DispatchedMark],
-        created: &[DateTime<Utc>],
+        keys: &'a [(&'a str, Uuid)],
         now: DateTime<Utc>,
-    ) -> Result<Vec<String>, sqlx::Error> {
-        let ids: Vec<&str> = marks.iter().map(|m| m.id.as_str()).collect();
-        let tokens: Vec<Uuid> = marks.iter().map(|m| m.token).collect();
-        let receipts: Vec<&str> = marks.iter().map(|m| m.receipt.as_str()).collect();
-        let sql = in_outbox(MARK_DISPATCHED_BATCH, &table);
-        sqlx::query_scalar(&sql)
-            .bind(&ids)
-            .bind(&tokens)
-            .bind(&receipts)
-            .bind(now)
-            .bind(created)
-            .fetch_all(&self.relay_pool)
-            .await
+        run: F,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError>
+    where
+        F: Fn(String, Vec<DateTime<Utc>>) -> Fut,
+        Fut: Future<Output = Result<Vec<String>, sqlx::Error>>,
+    {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        check_distinct(keys.iter().map(|(id, _)| *id))?;
+        let mut created = Vec::with_capacity(keys.len());
+        for (id, token) in keys {
+            created.push(match self.claimed_at(id, *token).await {
+                Ok(at) => at,
+                Err(ClaimError::Stale(_)) => now,
+                Err(ClaimError::Store(e)) => return Err(e),
+            });
+        }
+        let first = created[0];
+        let day =
+            created.iter().all(|at| at.date_naive() == first.date_naive()).then(|| outbox_partition(first));
+        let result = self
+            .parts
+            .through(&self.relay_pool, OUTBOX_PARENT, day, |table| run(table, created.clone()))
+            .await;
+        for (_, token) in keys {
+            self.claim_days.0.invalidate(token);
+        }
+        let marked: HashSet<String> = result?.into_iter().collect();
+        Ok(keys
+            .iter()
+            .map(
+                |(id, _)| {
+                    if marked.contains(*id) { Ok(()) } else { Err(StaleClaimError { id: (*id).to_owned() }) }
+                },
+            )
+            .collect())
     }
 }
 
@@ -330,38 +374,25 @@ impl Outbox for PgStore {
         marks: &[DispatchedMark],
         now: DateTime<Utc>,
     ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
-        if marks.is_empty() {
-            return Ok(Vec::new());
-        }
-        check_distinct(marks)?;
-        // A row whose claim no longer holds it has no `created_at` to look up; it stays in the
-        // arrays with any time, matches nothing, and is reported stale like any other.
-        let mut created = Vec::with_capacity(marks.len());
-        for m in marks {
-            created.push(match self.claimed_at(&m.id, m.token).await {
-                Ok(at) => at,
-                Err(ClaimError::Stale(_)) => now,
-                Err(ClaimError::Store(e)) => return Err(e),
-            });
-        }
-        // Rows of one day (a relay's batch, claimed together): through that day's partition.
-        let first = created[0];
-        let day =
-            created.iter().all(|at| at.date_naive() == first.date_naive()).then(|| outbox_partition(first));
-        let result = self
-            .parts
-            .through(&self.relay_pool, OUTBOX_PARENT, day, |table| {
-                self.run_mark_batch(table, marks, &created, now)
-            })
-            .await;
-        for m in marks {
-            self.claim_days.0.invalidate(&m.token);
-        }
-        let marked: HashSet<String> = result?.into_iter().collect();
-        Ok(marks
-            .iter()
-            .map(|m| if marked.contains(&m.id) { Ok(()) } else { Err(StaleClaimError { id: m.id.clone() }) })
-            .collect())
+        let keys: Vec<(&str, Uuid)> = marks.iter().map(|m| (m.id.as_str(), m.token)).collect();
+        let tokens: Vec<Uuid> = marks.iter().map(|m| m.token).collect();
+        let ids: Vec<&str> = marks.iter().map(|m| m.id.as_str()).collect();
+        let receipts: Vec<&str> = marks.iter().map(|m| m.receipt.as_str()).collect();
+        self.mark_batch(&keys, now, |table, created| {
+            let sql = in_outbox(MARK_DISPATCHED_BATCH, &table);
+            let (ids, tokens, receipts) = (&ids, &tokens, &receipts);
+            async move {
+                sqlx::query_scalar(&sql)
+                    .bind(ids)
+                    .bind(tokens)
+                    .bind(receipts)
+                    .bind(now)
+                    .bind(&created)
+                    .fetch_all(&self.relay_pool)
+                    .await
+            }
+        })
+        .await
     }
 
     async fn mark_failed(
@@ -378,6 +409,40 @@ impl Outbox for PgStore {
             }
             NextAttempt::Dead => self.mark(MARK_DEAD, id, token, MarkArgs::Failed { failure, at: now }).await,
         }
+    }
+
+    async fn mark_failed_batch(
+        &self,
+        marks: &[FailedMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        let keys: Vec<(&str, Uuid)> = marks.iter().map(|m| (m.id.as_str(), m.token)).collect();
+        let tokens: Vec<Uuid> = marks.iter().map(|m| m.token).collect();
+        let ids: Vec<&str> = marks.iter().map(|m| m.id.as_str()).collect();
+        let failures: Vec<&str> = marks.iter().map(|m| m.failure.as_str()).collect();
+        let retries: Vec<Option<DateTime<Utc>>> = marks
+            .iter()
+            .map(|m| match m.next {
+                NextAttempt::RetryAt(at) => Some(at),
+                NextAttempt::Dead => None,
+            })
+            .collect();
+        self.mark_batch(&keys, now, |table, created| {
+            let sql = in_outbox(MARK_FAILED_BATCH, &table);
+            let (ids, tokens, failures, retries) = (&ids, &tokens, &failures, &retries);
+            async move {
+                sqlx::query_scalar(&sql)
+                    .bind(ids)
+                    .bind(tokens)
+                    .bind(failures)
+                    .bind(now)
+                    .bind(retries)
+                    .bind(&created)
+                    .fetch_all(&self.relay_pool)
+                    .await
+            }
+        })
+        .await
     }
 
     async fn mark_deferred(

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::codec::{EncodedAppend, EncodedSummary};
 use crate::dead_letters::KeptDeadLetter;
 use crate::error::{AppendError, ClaimError, StaleClaimError, StoreError};
-use crate::outbox::{ClaimedRow, DispatchedMark};
+use crate::outbox::ClaimedRow;
 
 /// One write, with the channel its caller waits on for the result.
 pub(crate) enum WriteCmd {
@@ -29,9 +29,9 @@ pub(crate) enum WriteCmd {
         change: MarkChange,
         reply: oneshot::Sender<Result<(), ClaimError>>,
     },
-    MarkDispatchedBatch {
-        marks: Vec<DispatchedMark>,
-        now: String,
+    /// Several rows' marks in the one transaction (the batch marks).
+    MarkBatch {
+        marks: Vec<(String, Uuid, MarkChange)>,
         reply: oneshot::Sender<Result<Vec<Result<(), StaleClaimError>>, StoreError>>,
     },
     Timer {
@@ -56,7 +56,7 @@ impl WriteCmd {
             WriteCmd::Append { reply, .. } => reply.is_closed(),
             WriteCmd::Claim { reply, .. } => reply.is_closed(),
             WriteCmd::Mark { reply, .. } => reply.is_closed(),
-            WriteCmd::MarkDispatchedBatch { reply, .. } => reply.is_closed(),
+            WriteCmd::MarkBatch { reply, .. } => reply.is_closed(),
             WriteCmd::Timer { reply, .. } => reply.is_closed(),
             WriteCmd::KeepDeadLetter { reply, .. } => reply.is_closed(),
             WriteCmd::PutSummary { reply, .. } => reply.is_closed(),

@@ -18,7 +18,8 @@ use crate::codec::{
 };
 use crate::error::{ClaimError, StaleClaimError, StoreError};
 use crate::outbox::{
-    ClaimedRow, DUE_ROWS_EXAMINED, DispatchedMark, NextAttempt, Outbox, OutboxRowView, check_distinct,
+    ClaimedRow, DUE_ROWS_EXAMINED, DispatchedMark, FailedMark, NextAttempt, Outbox, OutboxRowView,
+    check_distinct,
 };
 
 /// The due rows, in insertion order, under the same rules as the Postgres claim (see
@@ -152,7 +153,11 @@ pub(super) async fn mark_in(
     let token = token.to_string();
     let done = match change {
         MarkChange::Dispatched { receipt, now } => {
-            return dispatched_in(conn, id, &token, receipt, now).await;
+            let sql = format!(
+                "UPDATE outbox SET status = 'dispatched', receipt = ?3, dispatched_at = ?4, \
+                 claim_token = NULL, lease_until = NULL WHERE {HELD}"
+            );
+            sqlx::query(&sql).bind(id).bind(&token).bind(receipt).bind(now).execute(&mut *conn).await?
         }
         MarkChange::Retry { failure, at } => {
             let sql = format!(
@@ -179,39 +184,43 @@ pub(super) async fn mark_in(
     Ok(if done.rows_affected() == 1 { Ok(()) } else { Err(StaleClaimError { id: id.to_owned() }) })
 }
 
-async fn dispatched_in(
+/// A batch mark inside the writer's transaction: each row's guarded update (prepared statements,
+/// no sync in between: the group commits once); a row its token no longer holds is reported
+/// stale and left unchanged.
+pub(super) async fn mark_batch_in(
     conn: &mut SqliteConnection,
-    id: &str,
-    token: &str,
-    receipt: &str,
-    now: &str,
-) -> Result<Result<(), StaleClaimError>, sqlx::Error> {
-    let sql = format!(
-        "UPDATE outbox SET status = 'dispatched', receipt = ?3, dispatched_at = ?4, \
-         claim_token = NULL, lease_until = NULL WHERE {HELD}"
-    );
-    let done = sqlx::query(&sql).bind(id).bind(token).bind(receipt).bind(now).execute(&mut *conn).await?;
-    Ok(if done.rows_affected() == 1 { Ok(()) } else { Err(StaleClaimError { id: id.to_owned() }) })
-}
-
-/// A batch mark inside the writer's transaction: each row's guarded update (one prepared
-/// statement, no sync in between: the group commits once); a row its token no longer holds is
-/// reported stale and left unchanged.
-pub(super) async fn mark_dispatched_batch_in(
-    conn: &mut SqliteConnection,
-    marks: &[DispatchedMark],
-    now: &str,
+    marks: &[(String, Uuid, MarkChange)],
 ) -> Result<Vec<Result<(), StaleClaimError>>, sqlx::Error> {
     let mut results = Vec::with_capacity(marks.len());
-    for m in marks {
-        results.push(dispatched_in(conn, &m.id, &m.token.to_string(), &m.receipt, now).await?);
+    for (id, token, change) in marks {
+        results.push(mark_in(conn, id, *token, change).await?);
     }
     Ok(results)
+}
+
+/// The change a failed attempt makes ([`Outbox::mark_failed`]).
+fn failed_change(failure: &str, next: NextAttempt, now: DateTime<Utc>) -> MarkChange {
+    let failure = failure.to_owned();
+    match next {
+        NextAttempt::RetryAt(at) => MarkChange::Retry { failure, at: sqlite_time(at) },
+        NextAttempt::Dead => MarkChange::Dead { failure, now: sqlite_time(now) },
+    }
 }
 
 impl SqliteStore {
     async fn mark(&self, id: &str, token: Uuid, change: MarkChange) -> Result<(), ClaimError> {
         self.write(|reply| WriteCmd::Mark { id: id.to_owned(), token, change, reply }).await?
+    }
+
+    async fn mark_batch(
+        &self,
+        marks: Vec<(String, Uuid, MarkChange)>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        if marks.is_empty() {
+            return Ok(Vec::new());
+        }
+        check_distinct(marks.iter().map(|(id, _, _)| id.as_str()))?;
+        self.write(|reply| WriteCmd::MarkBatch { marks, reply }).await?
     }
 }
 
@@ -241,12 +250,18 @@ impl Outbox for SqliteStore {
         marks: &[DispatchedMark],
         now: DateTime<Utc>,
     ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
-        if marks.is_empty() {
-            return Ok(Vec::new());
-        }
-        check_distinct(marks)?;
-        let (marks, now) = (marks.to_vec(), sqlite_time(now));
-        self.write(|reply| WriteCmd::MarkDispatchedBatch { marks, now, reply }).await?
+        let now = sqlite_time(now);
+        let changes = marks
+            .iter()
+            .map(|m| {
+                (
+                    m.id.clone(),
+                    m.token,
+                    MarkChange::Dispatched { receipt: m.receipt.clone(), now: now.clone() },
+                )
+            })
+            .collect();
+        self.mark_batch(changes).await
     }
 
     async fn mark_failed(
@@ -257,12 +272,17 @@ impl Outbox for SqliteStore {
         next: NextAttempt,
         now: DateTime<Utc>,
     ) -> Result<(), ClaimError> {
-        let failure = failure.to_owned();
-        let change = match next {
-            NextAttempt::RetryAt(at) => MarkChange::Retry { failure, at: sqlite_time(at) },
-            NextAttempt::Dead => MarkChange::Dead { failure, now: sqlite_time(now) },
-        };
-        self.mark(id, token, change).await
+        self.mark(id, token, failed_change(failure, next, now)).await
+    }
+
+    async fn mark_failed_batch(
+        &self,
+        marks: &[FailedMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        let changes =
+            marks.iter().map(|m| (m.id.clone(), m.token, failed_change(&m.failure, m.next, now))).collect();
+        self.mark_batch(changes).await
     }
 
     async fn mark_deferred(

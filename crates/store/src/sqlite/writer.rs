@@ -17,7 +17,7 @@ use super::attention::put_summary_in;
 use super::command::WriteCmd;
 use super::dead_letters::keep_in;
 use super::log::append_in;
-use super::outbox::{claim_in, mark_dispatched_batch_in, mark_in};
+use super::outbox::{claim_in, mark_batch_in, mark_in};
 use super::timers::timer_in;
 use crate::codec::copy_refusal;
 use crate::error::{AppendError, ClaimError, StaleClaimError, StoreError};
@@ -52,9 +52,7 @@ impl WriteCmd {
             WriteCmd::Mark { id, token, change, .. } => {
                 Outcome::Mark(mark_in(conn, id, *token, change).await?)
             }
-            WriteCmd::MarkDispatchedBatch { marks, now, .. } => {
-                Outcome::MarkBatch(mark_dispatched_batch_in(conn, marks, now).await?)
-            }
+            WriteCmd::MarkBatch { marks, .. } => Outcome::MarkBatch(mark_batch_in(conn, marks).await?),
             WriteCmd::Timer { op, .. } => {
                 timer_in(conn, op).await?;
                 Outcome::Timer
@@ -82,7 +80,7 @@ impl WriteCmd {
             (WriteCmd::Mark { reply, .. }, Outcome::Mark(r)) => {
                 let _ = reply.send(r.map_err(ClaimError::from));
             }
-            (WriteCmd::MarkDispatchedBatch { reply, .. }, Outcome::MarkBatch(r)) => {
+            (WriteCmd::MarkBatch { reply, .. }, Outcome::MarkBatch(r)) => {
                 let _ = reply.send(Ok(r));
             }
             (WriteCmd::Timer { reply, .. }, Outcome::Timer)
@@ -107,7 +105,7 @@ impl WriteCmd {
             WriteCmd::Mark { reply, .. } => {
                 let _ = reply.send(Err(ClaimError::Store(err())));
             }
-            WriteCmd::MarkDispatchedBatch { reply, .. } => {
+            WriteCmd::MarkBatch { reply, .. } => {
                 let _ = reply.send(Err(err()));
             }
             WriteCmd::Timer { reply, .. }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use chrono::TimeDelta;
 use load_agent_domain::Destination;
 use load_agent_store::{
-    ClaimError, ClaimedRow, DispatchedMark, NextAttempt, Outbox, OutboxStatus, StoreError,
+    ClaimError, ClaimedRow, DispatchedMark, FailedMark, NextAttempt, Outbox, OutboxStatus, StoreError,
 };
 
 use crate::fixtures::{row, sms, step, t};
@@ -420,4 +420,63 @@ pub async fn an_empty_or_repeating_batch_mark_marks_nothing<H: StoreHarness>(h: 
     let results = outbox.mark_dispatched_batch(&twice[..2], t(102)).await.expect("batch mark");
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     assert!(outbox.pending(10, t(10_000)).await.expect("claim").is_empty(), "both dispatched");
+}
+
+fn failed(c: &ClaimedRow, token: uuid::Uuid, next: NextAttempt) -> FailedMark {
+    FailedMark { id: c.id.clone(), token, failure: format!("503 for {}", c.id), next }
+}
+
+/// A batch of failures (a service down fails the relay's whole batch) is marked as the single
+/// marks would mark each row: a retry counts the attempt and waits for its time, a dead row is
+/// buried, a lost claim is stale and its row unchanged, and a row named twice refuses it all.
+pub async fn a_failed_batch_mark_retries_buries_and_reports_a_lost_claim_stale<H: StoreHarness>(h: &H) {
+    let outbox = &h.stores().outbox;
+    one_row(h, "L2", "k2").await;
+    let old = outbox.pending(10, t(10)).await.expect("claim").remove(0);
+    one_row(h, "L1", "k1").await;
+    one_row(h, "L3", "k3").await;
+    let claimed = outbox.pending(10, t(101)).await.expect("claim after k2's lease");
+    let by_id = |id: &str| claimed.iter().find(|c| c.id == id).expect("claimed");
+    let (k1, k3) = (by_id("k1"), by_id("k3"));
+
+    let twice =
+        [failed(k1, k1.claim_token, NextAttempt::Dead), failed(k1, k1.claim_token, NextAttempt::Dead)];
+    let refused = outbox.mark_failed_batch(&twice, t(102)).await;
+    assert!(matches!(refused, Err(StoreError::InvalidRequest(_))), "{refused:?}");
+    assert!(outbox.mark_failed_batch(&[], t(102)).await.expect("empty batch").is_empty());
+
+    let batch = [
+        failed(k1, k1.claim_token, NextAttempt::RetryAt(t(160))),
+        failed(&old, old.claim_token, NextAttempt::Dead),
+        failed(k3, k3.claim_token, NextAttempt::Dead),
+    ];
+    let results = outbox.mark_failed_batch(&batch, t(102)).await.expect("batch mark");
+    assert_eq!(results.len(), 3, "one result per mark, in order");
+    assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+    assert_eq!(results[1].as_ref().map_err(|e| e.id.as_str()), Err("k2"), "the lost claim is stale");
+
+    let view = |load: &'static str| async move { outbox.rows_for_load(load).await.expect("rows").remove(0) };
+    let r1 = view("L1").await;
+    assert_eq!(
+        (r1.status, r1.attempts, r1.retry_at, r1.lease_until),
+        (OutboxStatus::Pending, 1, Some(t(160)), None)
+    );
+    assert_eq!((r1.last_failure.as_deref(), r1.dead_at), (Some("503 for k1"), None));
+    let r3 = view("L3").await;
+    assert_eq!(
+        (r3.status, r3.attempts, r3.dead_at, r3.lease_until),
+        (OutboxStatus::Dead, 1, Some(t(102)), None)
+    );
+    assert_eq!((r3.last_failure.as_deref(), r3.retry_at), (Some("503 for k3"), None));
+    let r2 = view("L2").await;
+    assert_eq!((r2.status, r2.attempts, r2.last_failure), (OutboxStatus::Pending, 0, None), "unchanged");
+    assert_eq!(outbox.dead_since(t(102)).await.expect("dead"), 1);
+
+    // The retried row waits for its time; the dead one never comes back; k2's holder marks it.
+    let due = outbox.pending(10, t(159)).await.expect("claim");
+    assert!(due.is_empty(), "k2 still held, k1 not due, k3 dead: {:?}", ids(&due));
+    let k2 = by_id("k2");
+    let results = outbox.mark_failed_batch(&[failed(k2, k2.claim_token, NextAttempt::Dead)], t(103)).await;
+    assert!(results.expect("batch mark")[0].is_ok());
+    assert_eq!(ids(&outbox.pending(10, t(160)).await.expect("claim")), ["k1"]);
 }
