@@ -100,17 +100,26 @@ RETURNING o.id
 /// on a quiet outbox) read the whole partial index per mark, filtering on the id, instead of
 /// probing the primary key: each mark then cost as much as the backlog was long, which slowed
 /// the relay most when it was behind (docs/performance.md, "The marks' plan").
-const MARK_DISPATCHED: &str = "UPDATE {outbox} SET status = 'dispatched', receipt = $4, dispatched_at = $5, \
-    claim_token = NULL, lease_until = NULL WHERE id = $1 AND claim_token = $2 AND created_at = $3";
-const MARK_RETRY: &str = "UPDATE {outbox} SET attempts = attempts + 1, last_failure = $4, retry_at = $5, \
-    claim_token = NULL, lease_until = NULL WHERE id = $1 AND claim_token = $2 AND created_at = $3";
-const MARK_DEAD: &str = "UPDATE {outbox} SET status = 'dead', attempts = attempts + 1, last_failure = $4, \
-    dead_at = $5, claim_token = NULL, lease_until = NULL WHERE id = $1 AND claim_token = $2 AND created_at = $3";
-const MARK_DEFERRED: &str = "UPDATE {outbox} SET retry_at = $4, claim_token = NULL, lease_until = NULL, \
-    first_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE first_attempt_at END \
-    WHERE id = $1 AND claim_token = $2 AND created_at = $3";
-const STILL_HELD: &str = "SELECT 1::int4 FROM {outbox} \
-    WHERE id = $1 AND claim_token = $2 AND created_at = $3 AND lease_until > $4";
+/// `$head` (a statement on `{outbox}`) under the marks' guard: the claim still holds the row.
+macro_rules! guarded {
+    ($head:expr) => {
+        concat!($head, " WHERE id = $1 AND claim_token = $2 AND created_at = $3")
+    };
+}
+
+/// `$set` (the columns a mark changes) with the claim released, under the marks' guard.
+macro_rules! mark {
+    ($set:literal) => {
+        guarded!(concat!("UPDATE {outbox} SET ", $set, ", claim_token = NULL, lease_until = NULL"))
+    };
+}
+
+const MARK_DISPATCHED: &str = mark!("status = 'dispatched', receipt = $4, dispatched_at = $5");
+const MARK_RETRY: &str = mark!("attempts = attempts + 1, last_failure = $4, retry_at = $5");
+const MARK_DEAD: &str = mark!("status = 'dead', attempts = attempts + 1, last_failure = $4, dead_at = $5");
+const MARK_DEFERRED: &str =
+    mark!("retry_at = $4, first_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE first_attempt_at END");
+const STILL_HELD: &str = concat!(guarded!("SELECT 1::int4 FROM {outbox}"), " AND lease_until > $4");
 
 /// The live outbox's parent.
 const OUTBOX_PARENT: &str = "outbox";
