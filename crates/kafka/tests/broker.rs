@@ -39,7 +39,7 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::message::{Header, OwnedHeaders, ToBytes};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::task::JoinHandle;
@@ -242,6 +242,11 @@ impl Env {
             .key(event.load_id.as_str())
             .payload(&value)
             .headers(headers);
+        self.send(record).await;
+    }
+
+    /// Produces `record` and waits for its acknowledgement (30 s at the most).
+    async fn send<K: ToBytes + ?Sized, P: ToBytes + ?Sized>(&self, record: FutureRecord<'_, K, P>) {
         within(
             Duration::from_secs(30),
             "a record produced",
@@ -258,14 +263,7 @@ impl Env {
             owned = owned.insert(Header { key: k, value: Some(*v) });
         }
         let record = FutureRecord::to(&self.kafka.events_topic).key(key).payload(value).headers(owned);
-        within(
-            Duration::from_secs(30),
-            "a record produced",
-            self.producer.send(record, Duration::from_secs(10)),
-        )
-        .await
-        .map_err(|(e, _)| e)
-        .expect("produce");
+        self.send(record).await;
     }
 
     async fn log(&self, load: &str) -> Vec<LogEntry> {
@@ -984,14 +982,14 @@ fn email(load: &str, id: &str, text: String) -> InboundEvent {
 /// What one dead letter of [`dead_letters_of_every_size_reach_the_dlq_and_their_load_goes_on`]
 /// must look like: whole (the original value in the DLQ) or reduced (the value in
 /// `dead_letters`, the DLQ record pointing to it).
-struct Sized {
+struct ExpectedLetter {
     offset: i64,
     value: Vec<u8>,
     code: &'static str,
     whole: bool,
 }
 
-async fn assert_dead_letters(env: &Env, expected: &[Sized]) {
+async fn assert_dead_letters(env: &Env, expected: &[ExpectedLetter]) {
     let dead = env.topic(&env.kafka.dlq_topic).await;
     assert_eq!(dead.len(), expected.len(), "one DLQ record per dead letter");
     for (record, want) in dead.iter().zip(expected) {
@@ -1062,14 +1060,14 @@ fn dead_letters_of_every_size_reach_the_dlq_and_their_load_goes_on() {
         let big_email = encode_inbound(&email("L1", "L1-big-email", "x".repeat(1_000_000)));
         assert!(big_email.len() > 1_000_000 && big_email.len() < MAX_RECORD_BYTES);
         let at = produce_sized(&env, &mut offset, 1, &big_email).await;
-        expected.push(Sized { offset: at, value: big_email, code: "oversized", whole: true });
+        expected.push(ExpectedLetter { offset: at, value: big_email, code: "oversized", whole: true });
         // Just under and just over the service's own record limit: decoded (a bad frame) vs not.
         for (n, len, code) in
             [(2, MAX_RECORD_BYTES, "bad_magic"), (3, MAX_RECORD_BYTES + 1, "record_too_large")]
         {
             let value = vec![b'x'; len];
             let at = produce_sized(&env, &mut offset, n, &value).await;
-            expected.push(Sized { offset: at, value, code, whole: true });
+            expected.push(ExpectedLetter { offset: at, value, code, whole: true });
         }
         // Just under and just over what the DLQ topic and the producer take (a dead letter is the
         // value plus its headers), then far over it.
@@ -1080,7 +1078,7 @@ fn dead_letters_of_every_size_reach_the_dlq_and_their_load_goes_on() {
         ] {
             let value = vec![b'x'; len];
             let at = produce_sized(&env, &mut offset, n, &value).await;
-            expected.push(Sized { offset: at, value, code: "record_too_large", whole });
+            expected.push(ExpectedLetter { offset: at, value, code: "record_too_large", whole });
         }
         eventually(Duration::from_secs(60), "the message after the last dead letter decided", || async {
             env.event_ids("L1").await.contains(&"L1-m6".to_string())
@@ -1110,11 +1108,11 @@ fn a_dlq_topic_at_the_brokers_default_limit_gets_reduced_dead_letters_for_the_la
         let mut expected = Vec::new();
         let big_email = encode_inbound(&email("L1", "L1-big-email", "x".repeat(1_000_000)));
         let at = produce_sized(&env, &mut offset, 1, &big_email).await;
-        expected.push(Sized { offset: at, value: big_email, code: "oversized", whole: true });
+        expected.push(ExpectedLetter { offset: at, value: big_email, code: "oversized", whole: true });
         // At the service's limit the dead letter (value + headers) is over Kafka's default 1 MiB + 12.
         let value = vec![b'x'; MAX_RECORD_BYTES];
         let at = produce_sized(&env, &mut offset, 2, &value).await;
-        expected.push(Sized { offset: at, value, code: "bad_magic", whole: false });
+        expected.push(ExpectedLetter { offset: at, value, code: "bad_magic", whole: false });
         eventually(Duration::from_secs(60), "the message after the last dead letter decided", || async {
             env.event_ids("L1").await.contains(&"L1-m2".to_string())
         })
@@ -1182,7 +1180,7 @@ fn a_dead_letter_the_broker_refuses_for_good_is_written_reduced() {
         );
         assert_dead_letters(
             &env,
-            &[Sized { offset: 41, value: vec![b'x'; 200_000], code: "bad_magic", whole: false }],
+            &[ExpectedLetter { offset: 41, value: vec![b'x'; 200_000], code: "bad_magic", whole: false }],
         )
         .await;
         env.close().await;

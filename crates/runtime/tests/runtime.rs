@@ -499,6 +499,18 @@ impl CountingOutbox {
         })
     }
 
+    /// A relay to the fake services through this outbox.
+    fn relay(self: &Arc<Self>, env: &Env) -> Relay {
+        let queue: Arc<dyn LoadQueue> = env.queue.clone();
+        Relay::new(
+            self.clone(),
+            env.stores.timers.clone(),
+            Arc::new(env.fakes.clone()),
+            queue,
+            Arc::new(env.clock.clone()),
+        )
+    }
+
     fn failed_batch_marks(&self) -> Vec<usize> {
         self.failed_batch_marks.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -647,14 +659,7 @@ async fn a_failed_batch_mark_counts_an_attempt_for_every_row_and_the_retry_deliv
     pinged_loads(&env, 2).await;
     let outbox = CountingOutbox::new(&env);
     outbox.fail_batch_mark.store(true, Ordering::SeqCst);
-    let queue: Arc<dyn LoadQueue> = env.queue.clone();
-    let relay = Relay::new(
-        outbox.clone(),
-        env.stores.timers.clone(),
-        Arc::new(env.fakes.clone()),
-        queue,
-        Arc::new(env.clock.clone()),
-    );
+    let relay = outbox.relay(&env);
     let t0 = env.clock.now();
     let r = relay.relay_once(t0).await.expect("relay");
     assert_eq!((r.claimed, r.delivered, r.mark_failures, r.retried, r.dead), (4, 0, 4, 4, 0), "{r:?}");
@@ -685,14 +690,7 @@ async fn a_batch_that_a_service_outage_fails_is_marked_in_one_call() {
     // The SMS service is down: every SMS fails (the timer rows go to the TimerStore).
     env.fakes.add_fault(FaultRule { action: Some(ActionKind::SendSms), to: None, fail: FailMode::Retryable });
     let outbox = CountingOutbox::new(&env);
-    let queue: Arc<dyn LoadQueue> = env.queue.clone();
-    let relay = Relay::new(
-        outbox.clone(),
-        env.stores.timers.clone(),
-        Arc::new(env.fakes.clone()),
-        queue,
-        Arc::new(env.clock.clone()),
-    );
+    let relay = outbox.relay(&env);
     let t0 = env.clock.now();
     let r = relay.relay_once(t0).await.expect("relay");
     assert_eq!((r.claimed, r.delivered, r.retried, r.dead, r.stale), (6, 3, 3, 0, 0), "{r:?}");

@@ -345,19 +345,26 @@ async fn one_row<H: StoreHarness>(h: &H, load: &str, key: &str) {
         .expect("append");
 }
 
-fn mark(c: &ClaimedRow, token: uuid::Uuid) -> DispatchedMark {
-    DispatchedMark { id: c.id.clone(), token, receipt: format!("rcpt-{}", c.id) }
-}
-
-pub async fn a_batch_mark_marks_the_held_rows_and_reports_a_lost_claim_stale<H: StoreHarness>(h: &H) {
+/// Rows k1..k3 of loads L1..L3: k2 is claimed first and its lease runs out; a second claim
+/// takes it over with k1 and k3. Returns k2's first claim and the second claim's rows.
+async fn k2_taken_over<H: StoreHarness>(h: &H) -> (ClaimedRow, Vec<ClaimedRow>) {
     let outbox = &h.stores().outbox;
-    // k2 is claimed first and its lease runs out; a second claim takes it over with k1 and k3.
     one_row(h, "L2", "k2").await;
     let old = outbox.pending(10, t(10)).await.expect("claim").remove(0);
     one_row(h, "L1", "k1").await;
     one_row(h, "L3", "k3").await;
     let claimed = outbox.pending(10, t(101)).await.expect("claim after k2's lease");
     assert_eq!(ids(&claimed), ["k2", "k1", "k3"]);
+    (old, claimed)
+}
+
+fn mark(c: &ClaimedRow, token: uuid::Uuid) -> DispatchedMark {
+    DispatchedMark { id: c.id.clone(), token, receipt: format!("rcpt-{}", c.id) }
+}
+
+pub async fn a_batch_mark_marks_the_held_rows_and_reports_a_lost_claim_stale<H: StoreHarness>(h: &H) {
+    let outbox = &h.stores().outbox;
+    let (old, claimed) = k2_taken_over(h).await;
     let by_id = |id: &str| claimed.iter().find(|c| c.id == id).expect("claimed");
 
     // The relay that lost k2 marks its whole batch: the lost claim sits in the middle.
@@ -431,11 +438,7 @@ fn failed(c: &ClaimedRow, token: uuid::Uuid, next: NextAttempt) -> FailedMark {
 /// buried, a lost claim is stale and its row unchanged, and a row named twice refuses it all.
 pub async fn a_failed_batch_mark_retries_buries_and_reports_a_lost_claim_stale<H: StoreHarness>(h: &H) {
     let outbox = &h.stores().outbox;
-    one_row(h, "L2", "k2").await;
-    let old = outbox.pending(10, t(10)).await.expect("claim").remove(0);
-    one_row(h, "L1", "k1").await;
-    one_row(h, "L3", "k3").await;
-    let claimed = outbox.pending(10, t(101)).await.expect("claim after k2's lease");
+    let (old, claimed) = k2_taken_over(h).await;
     let by_id = |id: &str| claimed.iter().find(|c| c.id == id).expect("claimed");
     let (k1, k3) = (by_id("k1"), by_id("k3"));
 
