@@ -790,7 +790,58 @@ impl EventStore for PgStore {
 
 #[cfg(test)]
 mod tests {
-    use super::UniqueHit;
+    use chrono::NaiveDate;
+
+    use super::{APPEND, APPEND_LOADS, PgStore, UniqueHit, in_log, log_partition};
+    use crate::{Lifecycle, PartitionPlan};
+
+    /// Through a month's partition named directly, without statistics (a month just begun), the
+    /// append's generic plans read the load's version as one backward step of the primary key,
+    /// whatever its log's length; `max(seq)` was planned there as a read of every entry of the
+    /// load (docs/performance.md, "Partitions named: the version's plan"). Needs Postgres
+    /// (`DATABASE_URL`, as every Postgres test here).
+    #[tokio::test]
+    async fn the_version_is_one_step_of_the_key_through_a_partition_without_statistics() {
+        let url = std::env::var("DATABASE_URL")
+            .expect("DATABASE_URL is not set: run ./scripts/test.sh (it starts PostgreSQL and exports it)");
+        let schema = format!("version_plan_{}", std::process::id());
+        let store = PgStore::connect_in_schema(&url, &schema).await.expect("postgres");
+        let april = NaiveDate::from_ymd_opt(2026, 4, 1).expect("a date");
+        let noon = april.and_hms_opt(12, 0, 0).expect("a time").and_utc();
+        store.ensure_partitions(noon, &PartitionPlan::default()).await.expect("partitions");
+        let part = log_partition(april);
+        sqlx::query("INSERT INTO load_months (load_id, load_month) VALUES ('L-42', '2026-04-01')")
+            .execute(store.pool())
+            .await
+            .expect("directory row");
+        // A long log: 3,000 entries of one load.
+        sqlx::query(&format!(
+            "INSERT INTO {part} (load_id, seq, entry_id, kind, recorded_at, schema_id, body, load_month) \
+             SELECT 'L-42', g, 'e' || g, 'sms', '2026-04-02T00:00:00Z', 1, '\\x00', '2026-04-01' \
+             FROM generate_series(1, 3000) AS g"
+        ))
+        .execute(store.pool())
+        .await
+        .expect("the load's entries");
+        // The store's own connection settings (generic plans, no JIT), on one session.
+        let mut conn = store.pool().acquire().await.expect("a connection");
+        for (name, sql, params) in [("append_one", APPEND, 22), ("append_loads", APPEND_LOADS, 26)] {
+            sqlx::query(&format!("PREPARE {name} AS {}", in_log(sql, &part)))
+                .execute(&mut *conn)
+                .await
+                .expect("prepare");
+            let nulls = vec!["NULL"; params].join(", ");
+            let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN EXECUTE {name}({nulls})"))
+                .fetch_all(&mut *conn)
+                .await
+                .expect("explain");
+            let plan = plan.join("\n");
+            assert!(plan.contains(&format!("Backward using {part}_pkey")), "{name}'s version read:\n{plan}");
+            assert!(!plan.contains("Aggregate"), "{name} aggregates the load's entries:\n{plan}");
+        }
+        drop(conn);
+        store.drop_schema().await.expect("drop the test schema");
+    }
 
     #[test]
     fn collisions_are_named_by_the_parents_index_through_any_partition() {
