@@ -814,27 +814,24 @@ mod tests {
             .execute(store.pool())
             .await
             .expect("directory row");
-        // A long log: 3,000 entries of one load.
-        sqlx::query(&format!(
-            "INSERT INTO {part} (load_id, seq, entry_id, kind, recorded_at, schema_id, body, load_month) \
+        // A long log: 3,000 entries of one load (through the parent: they land in April's partition).
+        sqlx::query(
+            "INSERT INTO log_entries (load_id, seq, entry_id, kind, recorded_at, schema_id, body, load_month) \
              SELECT 'L-42', g, 'e' || g, 'sms', '2026-04-02T00:00:00Z', 1, '\\x00', '2026-04-01' \
-             FROM generate_series(1, 3000) AS g"
-        ))
+             FROM generate_series(1, 3000) AS g",
+        )
         .execute(store.pool())
         .await
         .expect("the load's entries");
         // The store's own connection settings (generic plans, no JIT), on one session.
         let mut conn = store.pool().acquire().await.expect("a connection");
         for (name, sql, params) in [("append_one", APPEND, 22), ("append_loads", APPEND_LOADS, 26)] {
-            sqlx::query(&format!("PREPARE {name} AS {}", in_log(sql, &part)))
-                .execute(&mut *conn)
-                .await
-                .expect("prepare");
+            let prepare = format!("PREPARE {name} AS {}", in_log(sql, &part));
+            sqlx::query(&prepare).execute(&mut *conn).await.expect("prepare");
             let nulls = vec!["NULL"; params].join(", ");
-            let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN EXECUTE {name}({nulls})"))
-                .fetch_all(&mut *conn)
-                .await
-                .expect("explain");
+            let explain = format!("EXPLAIN EXECUTE {name}({nulls})");
+            let plan: Vec<String> =
+                sqlx::query_scalar(&explain).fetch_all(&mut *conn).await.expect("explain");
             let plan = plan.join("\n");
             assert!(plan.contains(&format!("Backward using {part}_pkey")), "{name}'s version read:\n{plan}");
             assert!(!plan.contains("Aggregate"), "{name} aggregates the load's entries:\n{plan}");
