@@ -604,10 +604,15 @@ impl Relay {
         now: DateTime<Utc>,
         report: &mut RelayReport,
     ) -> ToFail {
-        match self.config.retry.next_attempt(failures, row.first_attempt_at, now) {
-            NextAttempt::RetryAt(at) => ToFail::retry(row, why, at, now),
-            NextAttempt::Dead => self.buried_anyway(row, why, now, report).await,
+        if let NextAttempt::RetryAt(at) = self.config.retry.next_attempt(failures, row.first_attempt_at, now)
+        {
+            return ToFail::retry(row, why, at, now);
         }
+        let outcome = self.outcome(&row, OutcomeStatus::FailedPermanent, Some(&why), now);
+        if self.queue.publish(outcome).await.is_err() {
+            report.publish_failures += 1;
+        }
+        ToFail { row, why, next: NextAttempt::Dead, now }
     }
 
     /// The row cannot be delivered: publish its failed outcome, then it is to be buried. When
@@ -626,33 +631,10 @@ impl Relay {
             Err(e) => {
                 report.publish_failures += 1;
                 let why = format!("{reason}; the failed outcome was not published: {e}");
-                match self.config.retry.next_attempt(failures, row.first_attempt_at, now) {
-                    NextAttempt::RetryAt(at) => ToFail::retry(row, why, at, now),
-                    // Spent: buried all the same, the outcome published best effort.
-                    NextAttempt::Dead => self.buried_anyway(row, why, now, report).await,
-                }
+                // One more attempt, or spent: buried all the same, the outcome published again.
+                self.after_send_failure(row, failures, why, now, report).await
             }
         }
-    }
-
-    /// Spent, though its failed outcome may not have reached the queue: publishes it once more,
-    /// best effort, and the row is to be buried whatever that gives.
-    async fn buried_anyway(
-        &self,
-        row: ClaimedRow,
-        why: String,
-        now: DateTime<Utc>,
-        report: &mut RelayReport,
-    ) -> ToFail {
-        if self
-            .queue
-            .publish(self.outcome(&row, OutcomeStatus::FailedPermanent, Some(&why), now))
-            .await
-            .is_err()
-        {
-            report.publish_failures += 1;
-        }
-        ToFail { row, why, next: NextAttempt::Dead, now }
     }
 
     /// `set_timer` / `cancel_timer` rows go to the TimerStore, not to a service.

@@ -299,14 +299,16 @@ impl PgStore {
         if applied == 1 { Ok(()) } else { Err(StaleClaimError { id: id.to_owned() }.into()) }
     }
 
-    /// Runs a batch mark: `run` is given the table to name (the rows' day's partition when
+    /// Runs a batch mark of the rows `ids`, each under its claim `tokens` (in the same order):
+    /// `run` is given the table to name (the rows' day's partition when
     /// they are all of one day, a relay's batch claimed together; else the parent) and each
     /// row's `created_at`, and returns the ids it marked. The claims end with it, applied or
     /// stale. A row whose claim no longer holds it has no `created_at` to look up; it stays in
     /// the arrays with any time, matches nothing, and is reported stale like any other.
-    async fn mark_batch<'a, F, Fut>(
+    async fn mark_batch<F, Fut>(
         &self,
-        keys: &'a [(&'a str, Uuid)],
+        ids: &[&str],
+        tokens: &[Uuid],
         now: DateTime<Utc>,
         run: F,
     ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError>
@@ -314,12 +316,12 @@ impl PgStore {
         F: Fn(String, Vec<DateTime<Utc>>) -> Fut,
         Fut: Future<Output = Result<Vec<String>, sqlx::Error>>,
     {
-        if keys.is_empty() {
+        if ids.is_empty() {
             return Ok(Vec::new());
         }
-        check_distinct(keys.iter().map(|(id, _)| *id))?;
-        let mut created = Vec::with_capacity(keys.len());
-        for (id, token) in keys {
+        check_distinct(ids.iter().copied())?;
+        let mut created = Vec::with_capacity(ids.len());
+        for (id, token) in ids.iter().zip(tokens) {
             created.push(match self.claimed_at(id, *token).await {
                 Ok(at) => at,
                 Err(ClaimError::Stale(_)) => now,
@@ -333,14 +335,14 @@ impl PgStore {
             .parts
             .through(&self.relay_pool, OUTBOX_PARENT, day, |table| run(table, created.clone()))
             .await;
-        for (_, token) in keys {
+        for token in tokens {
             self.claim_days.0.invalidate(token);
         }
         let marked: HashSet<String> = result?.into_iter().collect();
-        Ok(keys
+        Ok(ids
             .iter()
             .map(
-                |(id, _)| {
+                |id| {
                     if marked.contains(*id) { Ok(()) } else { Err(StaleClaimError { id: (*id).to_owned() }) }
                 },
             )
@@ -383,11 +385,10 @@ impl Outbox for PgStore {
         marks: &[DispatchedMark],
         now: DateTime<Utc>,
     ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
-        let keys: Vec<(&str, Uuid)> = marks.iter().map(|m| (m.id.as_str(), m.token)).collect();
         let tokens: Vec<Uuid> = marks.iter().map(|m| m.token).collect();
         let ids: Vec<&str> = marks.iter().map(|m| m.id.as_str()).collect();
         let receipts: Vec<&str> = marks.iter().map(|m| m.receipt.as_str()).collect();
-        self.mark_batch(&keys, now, |table, created| {
+        self.mark_batch(&ids, &tokens, now, |table, created| {
             let sql = in_outbox(MARK_DISPATCHED_BATCH, &table);
             let (ids, tokens, receipts) = (&ids, &tokens, &receipts);
             async move {
@@ -425,7 +426,6 @@ impl Outbox for PgStore {
         marks: &[FailedMark],
         now: DateTime<Utc>,
     ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
-        let keys: Vec<(&str, Uuid)> = marks.iter().map(|m| (m.id.as_str(), m.token)).collect();
         let tokens: Vec<Uuid> = marks.iter().map(|m| m.token).collect();
         let ids: Vec<&str> = marks.iter().map(|m| m.id.as_str()).collect();
         let failures: Vec<&str> = marks.iter().map(|m| m.failure.as_str()).collect();
@@ -436,7 +436,7 @@ impl Outbox for PgStore {
                 NextAttempt::Dead => None,
             })
             .collect();
-        self.mark_batch(&keys, now, |table, created| {
+        self.mark_batch(&ids, &tokens, now, |table, created| {
             let sql = in_outbox(MARK_FAILED_BATCH, &table);
             let (ids, tokens, failures, retries) = (&ids, &tokens, &failures, &retries);
             async move {
