@@ -1,6 +1,6 @@
 //! Store throughput (issue 3): append on SQLite and Postgres with 1 and 16 concurrent loads, the
 //! batched append (several loads per transaction), read + project for logs of 10, 100 and 1,000
-//! entries, outbox claims alone, and outbox claim + mark (per row, or the batch in one
+//! entries (and the read alone, `…_read_only`), outbox claims alone, and outbox claim + mark (per row, or the batch in one
 //! statement as the relay marks it). Every group reports
 //! `Throughput::Elements`: appends, entries or outbox rows.
 //!
@@ -238,6 +238,15 @@ fn read_project(c: &mut Criterion) {
                     let state = project_state(&load, &log);
                     assert_eq!(state.version, version);
                     black_box(state)
+                });
+            });
+            // The store's part alone (the statement, the rows, their Avro decoding): a read +
+            // project that moves while this does not moved outside the store.
+            group.bench_function(BenchmarkId::new(name, format!("{entries}_entries_read_only")), |b| {
+                b.to_async(&rt).iter(|| async {
+                    let (log, version) = stores.events.read(&load).await.expect("read");
+                    assert_eq!(log.len() as u64, version);
+                    black_box(log)
                 });
             });
         }

@@ -55,10 +55,8 @@ use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
 use cqrs_es::{Aggregate, DomainEvent};
 use load_agent_domain::LogEntry;
 use load_agent_runtime::{GroupCommit, GroupCommitConfig};
-use load_agent_store::{
-    AppendError, AppendRequest, EventStore, Lifecycle, PartitionPlan, PgStore, StoreOptions,
-};
-use load_agent_testkit::store::{Intercept, Intercepted, agent_append, base_time};
+use load_agent_store::{AppendError, AppendRequest, EventStore, PgStore, StoreOptions};
+use load_agent_testkit::store::{Intercept, Intercepted, agent_append, base_time, partitions_at};
 use postgres_es::PostgresEventRepository;
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -348,9 +346,10 @@ async fn run_load_agent(args: &Args, schema: &str, grouped: bool) -> Result<Repo
     let options =
         StoreOptions { max_connections: u32::try_from(args.writers)?.max(2), ..StoreOptions::default() };
     let pg = PgStore::connect_in_schema_with(&args.url, schema, &options).await?;
-    // The appends' clock is the testkit's `base_time()`: make that month's and day's partitions,
-    // as a running service has today's, so that rows do not all land in the default partitions.
-    pg.ensure_partitions(base_time(), &PartitionPlan::default()).await?;
+    // The appends' clock is the testkit's `base_time()`: give the store the partitions a service
+    // running then has (that month's and day's, so that rows do not all land in the default
+    // partitions, and no outbox days around the real clock).
+    partitions_at(&pg, base_time()).await?;
     if args.log_months_kept > 0 {
         // The months before the previous one (which `ensure` makes), back as far as asked.
         let this_month = chrono::Datelike::with_day(&base_time().date_naive(), 1).ok_or("base_time has no first day")?;

@@ -168,6 +168,16 @@ fn parse_partition_name(name: &str) -> Option<(PartitionedTable, NaiveDate, Naiv
     Some((PartitionedTable::Outbox, day, day.succ_opt()?))
 }
 
+impl PartitionInfo {
+    /// The table this partition belongs to and the days it holds, `[first, end)`, read from its
+    /// name as `ensure` names them (`log_entries_p2026_03`, `outbox_p2026_03_02`,
+    /// `timers_p2026_03`; a day retired to `outbox_retired` keeps its outbox name); `None` for a
+    /// default partition or a name of another shape.
+    pub fn range(&self) -> Option<(PartitionedTable, NaiveDate, NaiveDate)> {
+        parse_partition_name(&self.name)
+    }
+}
+
 /// The day of an outbox partition named as `ensure` names them (`outbox_p2026_03_02`).
 pub fn outbox_partition_day(name: &str) -> Option<NaiveDate> {
     match parse_partition_name(name)? {
@@ -311,6 +321,28 @@ mod tests {
             bounds: String::new(),
             rows_estimate: 0,
             bytes: 0,
+        }
+    }
+
+    #[test]
+    fn a_partition_s_range_is_read_from_its_name() {
+        let d = |y, m, d| NaiveDate::from_ymd_opt(y, m, d).expect("a valid day");
+        assert_eq!(
+            info("log_entries_p2026_12").range(),
+            Some((PartitionedTable::LogEntries, d(2026, 12, 1), d(2027, 1, 1)))
+        );
+        assert_eq!(
+            info("outbox_p2026_12_31").range(),
+            Some((PartitionedTable::Outbox, d(2026, 12, 31), d(2027, 1, 1)))
+        );
+        assert_eq!(
+            info("timers_p2026_03").range(),
+            Some((PartitionedTable::Timers, d(2026, 3, 1), d(2026, 4, 1)))
+        );
+        for name in
+            ["outbox_default", "log_entries_default", "outbox_p2026_13_01", "outbox_retired", "load_months"]
+        {
+            assert_eq!(info(name).range(), None, "{name}");
         }
     }
 

@@ -40,14 +40,44 @@ pub async fn bench_postgres(name: &str, options: &StoreOptions) -> PgStore {
     });
     // The benches' clock is `base_time()`: their rows go to that month's and day's partitions,
     // as a running service's go to today's, not to the default partitions.
-    load_agent_store::Lifecycle::ensure_partitions(
-        &store,
-        base_time(),
-        &load_agent_store::PartitionPlan::default(),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("the {name} bench's partitions around its clock: {e}"));
+    partitions_at(&store, base_time())
+        .await
+        .unwrap_or_else(|e| panic!("the {name} bench's partitions around its clock: {e}"));
     store
+}
+
+/// Gives `store` the outbox and timer partitions a service running at `clock` has in steady
+/// state: those of [`PartitionPlan::default`]'s span around `clock` (made when missing) and the
+/// default partitions, no others. A fresh schema also holds the days and months made around
+/// the real clock when it was created; left there, a bench whose clock is [`base_time`] would
+/// plan, lock and probe two outbox days and two timer months more than a service does at every
+/// claim, mark and key probe (docs/performance.md, "An eighth machine"). Only empty partitions
+/// outside the span are dropped (the store refuses to drop a day with a pending row). The log's
+/// months are left: a service keeps thirteen of them, more than any fresh schema holds.
+///
+/// [`PartitionPlan::default`]: load_agent_store::PartitionPlan
+pub async fn partitions_at(store: &PgStore, clock: DateTime<Utc>) -> Result<(), StoreError> {
+    use load_agent_store::{Lifecycle, PartitionPlan, PartitionedTable};
+
+    let plan = PartitionPlan::default();
+    store.ensure_partitions(clock, &plan).await?;
+    let span = plan.span(clock)?;
+    for part in store.partitions().await? {
+        match (part.table.as_str(), part.range()) {
+            ("outbox", Some((PartitionedTable::Outbox, day, _)))
+                if day < span.first_day || day > span.last_day =>
+            {
+                store.drop_outbox_day(day, clock).await?;
+            }
+            ("timers", Some((PartitionedTable::Timers, month, _)))
+                if month < span.first_month || month > span.last_month =>
+            {
+                store.drop_timer_month(month).await?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// One append of the agent's shape: an inbound SMS (about 300 bytes of text), its decision
