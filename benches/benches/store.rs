@@ -1,7 +1,7 @@
 //! Store throughput (issue 3): append on SQLite and Postgres with 1 and 16 concurrent loads, the
 //! batched append (several loads per transaction), read + project for logs of 10, 100 and 1,000
-//! entries (and the read alone, `…_read_only`), outbox claims alone, and outbox claim + mark (per row, or the batch in one
-//! statement as the relay marks it). Every group reports
+//! entries (and the read alone, `…_read_only`), outbox claims alone, and outbox claim + mark (per
+//! row, or the batch in one statement as the relay marks it). Every group reports
 //! `Throughput::Elements`: appends, entries or outbox rows.
 //!
 //! Every append has the agent's shape, as `../shared/bench/pglimit/append.sql`: one inbound
@@ -240,8 +240,8 @@ fn read_project(c: &mut Criterion) {
                     black_box(state)
                 });
             });
-            // The store's part alone (the statement, the rows, their Avro decoding): a read +
-            // project that moves while this does not moved outside the store.
+            // The store's part alone (the statement, the rows, their Avro decoding): when read +
+            // project slows and this does not, the time went to the projection, not the store.
             group.bench_function(BenchmarkId::new(name, format!("{entries}_entries_read_only")), |b| {
                 b.to_async(&rt).iter(|| async {
                     let (log, version) = stores.events.read(&load).await.expect("read");

@@ -51,9 +51,10 @@ pub async fn bench_postgres(name: &str, options: &StoreOptions) -> PgStore {
 /// default partitions, no others. A fresh schema also holds the days and months made around
 /// the real clock when it was created; left there, a bench whose clock is [`base_time`] would
 /// plan, lock and probe two outbox days and two timer months more than a service does at every
-/// claim, mark and key probe (docs/performance.md, "An eighth machine"). Only empty partitions
-/// outside the span are dropped (the store refuses to drop a day with a pending row). The log's
-/// months are left: a service keeps thirteen of them, more than any fresh schema holds.
+/// claim, mark and key probe (docs/performance.md, "An eighth machine"). The days and months
+/// outside the span are dropped: empty in a fresh schema (the store refuses anyway to drop a day
+/// with a pending row or a month with a scheduled timer). The log's months are left: a service
+/// keeps thirteen of them, more than any fresh schema holds.
 ///
 /// [`PartitionPlan::default`]: load_agent_store::PartitionPlan
 pub async fn partitions_at(store: &PgStore, clock: DateTime<Utc>) -> Result<(), StoreError> {
