@@ -276,22 +276,30 @@ impl DelegatingOutbox for ContactLimitedOutbox {
     async fn pending(&self, limit: usize, now: DateTime<Utc>) -> Result<Vec<ClaimedRow>, StoreError> {
         let rows = self.inner.pending(limit, now).await?;
         let mut admitted = Vec::with_capacity(rows.len());
+        let mut deferred = Vec::new();
         for row in rows {
             match self.limiter.admit(&row) {
                 Admission::Now => admitted.push(row),
                 Admission::NotBefore(until) => {
                     metrics::counter!(names::SEND_LIMIT_DEFERRALS_TOTAL, "destination" => row.destination.as_str())
                         .increment(1);
-                    match self.inner.mark_deferred(&row.id, row.claim_token, until, now).await {
-                        Ok(()) => {
-                            debug!(key = %row.id, load_id = %row.load_id, %until, "over the contact's send limit: deferred")
-                        }
-                        // The lease expires and the row is handed out again: never lost.
-                        Err(e) => {
-                            warn!(key = %row.id, error = %e, "deferring a row over the send limit failed")
-                        }
-                    }
+                    deferred.push((row, until));
                 }
+            }
+        }
+        // Each deferral marks its own row: made at once, they share the relay pool's connections
+        // and commits, where one after the other a burst to one contact held the batch's admitted
+        // rows back by a round trip per deferred row.
+        let marks = deferred.iter().map(|(row, until)| async move {
+            (row, until, self.inner.mark_deferred(&row.id, row.claim_token, *until, now).await)
+        });
+        for (row, until, marked) in futures::future::join_all(marks).await {
+            match marked {
+                Ok(()) => {
+                    debug!(key = %row.id, load_id = %row.load_id, %until, "over the contact's send limit: deferred")
+                }
+                // The lease expires and the row is handed out again: never lost.
+                Err(e) => warn!(key = %row.id, error = %e, "deferring a row over the send limit failed"),
             }
         }
         Ok(admitted)

@@ -44,36 +44,57 @@ async fn on_postgres_the_seventh_sms_in_an_hour_waits_in_the_outbox_without_spen
     pg.drop_schema().await.expect("drop the test schema");
 }
 
+/// Three loads, each with seven SMS to its driver: the seventh of each waits. The three are
+/// over their limits in the same claim, so their deferrals are marked together.
 async fn seventh_sms_waits(store: Stores) {
-    let entry = LogEntry::Event(InboundEvent {
-        event_id: "e0".into(),
-        load_id: "L1".into(),
-        occurred_at: t0(),
-        kind: EventKind::Sms { from: "drv".into(), text: "hi".into() },
-    });
-    let rows: Vec<NewOutboxRow> = (1..=7).map(|n| sms_row("L1", n)).collect();
-    store.events.append("L1", &[entry], 0, &rows).await.expect("append");
+    let loads = ["L1", "L2", "L3"];
+    for load in loads {
+        let entry = LogEntry::Event(InboundEvent {
+            event_id: "e0".into(),
+            load_id: load.into(),
+            occurred_at: t0(),
+            kind: EventKind::Sms { from: "drv".into(), text: "hi".into() },
+        });
+        let rows: Vec<NewOutboxRow> = (1..=7).map(|n| sms_row(load, n)).collect();
+        store.events.append(load, &[entry], 0, &rows).await.expect("append");
+    }
 
     let clock = FakeClock::new(t0());
     let outbox =
         ContactLimitedOutbox::new(store.outbox.clone(), &SendLimits::default(), Arc::new(clock.clone()));
-    // One row per load and destination at a time: send them one after the other.
+    // One row per load and destination at a time: each claim hands out one row of each load.
     for n in 1..=6 {
         let claimed = outbox.pending(10, clock.now()).await.expect("claim");
-        assert_eq!(claimed.len(), 1, "sms {n}");
-        outbox.mark_dispatched(&claimed[0].id, claimed[0].claim_token, "r", clock.now()).await.expect("mark");
+        assert_eq!(claimed.len(), loads.len(), "sms {n}");
+        for row in &claimed {
+            outbox.mark_dispatched(&row.id, row.claim_token, "r", clock.now()).await.expect("mark");
+        }
     }
     assert!(outbox.pending(10, clock.now()).await.expect("claim").is_empty(), "the seventh waits");
-    let views = store.outbox.rows_for_load("L1").await.expect("rows");
-    let seventh = views.iter().find(|v| v.id == sms_row("L1", 7).id).expect("still there");
-    assert_eq!(seventh.status, OutboxStatus::Pending, "never dropped");
-    assert_eq!(seventh.attempts, 0, "the wait is not an attempt");
-    assert_eq!(seventh.first_attempt_at, None, "the wait does not spend the retry budget");
-    let until = seventh.retry_at.expect("deferred until the limiter allows it");
-    assert!(until > t0() && until <= t0() + TimeDelta::minutes(10) + TimeDelta::milliseconds(1), "{until}");
+    let mut untils = Vec::new();
+    for load in loads {
+        let views = store.outbox.rows_for_load(load).await.expect("rows");
+        let seventh = views.iter().find(|v| v.id == sms_row(load, 7).id).expect("still there");
+        assert_eq!(seventh.status, OutboxStatus::Pending, "{load}: never dropped");
+        assert_eq!(seventh.attempts, 0, "{load}: the wait is not an attempt");
+        assert_eq!(seventh.first_attempt_at, None, "{load}: the wait does not spend the retry budget");
+        let until = seventh.retry_at.expect("deferred until the limiter allows it");
+        assert!(
+            until > t0() && until <= t0() + TimeDelta::minutes(10) + TimeDelta::milliseconds(1),
+            "{until}"
+        );
+        untils.push(until);
+    }
 
-    clock.set(until);
+    clock.set(untils.iter().copied().max().unwrap_or_else(t0));
     let claimed = outbox.pending(10, clock.now()).await.expect("claim");
-    assert_eq!(claimed.len(), 1);
-    assert_eq!(claimed[0].first_attempt_at, until, "the budget starts at the claim that sends it");
+    assert_eq!(claimed.len(), loads.len(), "each load's seventh goes once its wait is over");
+    for row in &claimed {
+        assert_eq!(
+            row.first_attempt_at,
+            clock.now(),
+            "{}: the budget starts at the claim that sends it",
+            row.load_id
+        );
+    }
 }
