@@ -498,7 +498,7 @@ impl Relay {
                 failed.push(to_fail);
             }
         }
-        self.mark_failed(failed, now, report).await;
+        self.mark_failed_rows(failed, now, report).await;
     }
 
     /// Marks the delivered rows in one statement. `Some` when the mark itself failed (a store
@@ -543,7 +543,7 @@ impl Relay {
     /// Marks the failed rows in one statement: retries scheduled, dead rows buried (with their
     /// metric and, for Hero-channel and internal actions, an ops alert). When the mark itself
     /// fails, the rows' leases will expire and a later claim tries them again.
-    async fn mark_failed(&self, rows: Vec<ToFail>, now: DateTime<Utc>, report: &mut RelayReport) {
+    async fn mark_failed_rows(&self, rows: Vec<ToFail>, now: DateTime<Utc>, report: &mut RelayReport) {
         if rows.is_empty() {
             return;
         }
