@@ -288,8 +288,8 @@ impl DelegatingOutbox for ContactLimitedOutbox {
             }
         }
         // Each deferral marks its own row: made at once, they share the relay pool's connections
-        // and commits, where one after the other a burst to one contact held the batch's admitted
-        // rows back by a round trip per deferred row.
+        // and commits, where one after the other a claim holding many loads' rows over their
+        // limits held its admitted rows back by a round trip per deferred row.
         let marks = deferred.iter().map(|(row, until)| async move {
             (row, until, self.inner.mark_deferred(&row.id, row.claim_token, *until, now).await)
         });
