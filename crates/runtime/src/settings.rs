@@ -109,8 +109,8 @@ impl Default for WorkerSettings {
             cache_idle_secs: 1800,
             cache_trusted: true,
             group_commit_window_ms: 0,
-            // Off by default for now: see docs/runtime.md ("Group commit") for the hazard.
-            group_commit_max_batch: 1,
+            // On (docs/runtime.md, "Group commit"); 1 turns it off.
+            group_commit_max_batch: 32,
             group_commit_committers: 4,
         }
     }
@@ -265,7 +265,12 @@ mod tests {
         assert_eq!((rc.relay.batch, rc.relay.concurrency, rc.relay.loops), (500, 500, 2));
         assert_eq!(rc.relay.retry, RetryPolicy::default());
         assert_eq!(rc.pump.poll_interval, Duration::from_secs(5));
-        assert!(!rc.group_commit.is_on(), "group commit is off by default");
+        assert!(rc.group_commit.is_on(), "group commit is on by default");
+        assert_eq!(
+            rc.group_commit,
+            GroupCommitConfig::default(),
+            "the service's group commit is the crate's"
+        );
         assert_eq!(rc.worker.run_deadline, Duration::from_secs(120));
         assert_eq!(relay.lease(), Duration::from_secs(90));
     }
