@@ -143,9 +143,15 @@ impl GroupCommit {
         }
     }
 
-    /// `store` itself when `config` turns grouping off, else the store behind a [`GroupCommit`].
+    /// `store` itself when `config` turns grouping off or the store groups its commits on its
+    /// own ([`EventStore::commits_grouped`]: SQLite's one writer, before which a queue would only
+    /// add a hop; docs/runtime.md), else the store behind a [`GroupCommit`].
     pub fn wrap(store: Arc<dyn EventStore>, config: GroupCommitConfig) -> Arc<dyn EventStore> {
-        if config.is_on() { Arc::new(GroupCommit::new(store, config)) } else { store }
+        if config.is_on() && !store.commits_grouped() {
+            Arc::new(GroupCommit::new(store, config))
+        } else {
+            store
+        }
     }
 
     pub fn config(&self) -> GroupCommitConfig {
@@ -263,6 +269,11 @@ async fn commit_batches(inner: Arc<Inner>) {
 impl EventStore for GroupCommit {
     async fn read(&self, load_id: &str) -> Result<(Vec<LogEntry>, u64), StoreError> {
         self.inner.store.read(load_id).await
+    }
+
+    /// Grouping is what it does (so wrapping it again adds nothing).
+    fn commits_grouped(&self) -> bool {
+        true
     }
 
     async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
@@ -569,5 +580,20 @@ mod tests {
         // `wrap` with grouping off is the store itself.
         let plain: Arc<dyn EventStore> = inner.clone();
         assert!(Arc::ptr_eq(&GroupCommit::wrap(plain.clone(), GroupCommitConfig::OFF), &plain));
+    }
+
+    #[tokio::test]
+    async fn a_store_that_groups_its_own_commits_is_not_wrapped() {
+        // SQLite's one writer already commits what queued together in one transaction.
+        let sqlite: Arc<dyn EventStore> =
+            Arc::new(SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite"));
+        assert!(sqlite.commits_grouped());
+        assert!(Arc::ptr_eq(&GroupCommit::wrap(sqlite.clone(), GroupCommitConfig::default()), &sqlite));
+        // A store that does not (Postgres, here a double) gets the queue, which says it groups.
+        let plain: Arc<dyn EventStore> = counting().await;
+        assert!(!plain.commits_grouped());
+        let wrapped = GroupCommit::wrap(plain.clone(), GroupCommitConfig::default());
+        assert!(!Arc::ptr_eq(&wrapped, &plain) && wrapped.commits_grouped());
+        assert!(Arc::ptr_eq(&GroupCommit::wrap(wrapped.clone(), GroupCommitConfig::default()), &wrapped));
     }
 }

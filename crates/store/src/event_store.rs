@@ -106,6 +106,13 @@ pub trait EventStore: Send + Sync {
     /// batch that loses a race on a unique index is re-run with one savepoint per load.
     async fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<u64, AppendError>>;
 
+    /// Whether the store already commits appends queued together in one transaction on its
+    /// own (SQLite's one writer does), so that grouping them before it (the runtime's
+    /// `GroupCommit`) would only add a queue. Stores that wrap another forward it.
+    fn commits_grouped(&self) -> bool {
+        false
+    }
+
     /// The total LLM cost recorded in a load's log (a SQL sum over the plain cost column).
     async fn llm_cost(&self, load_id: &str) -> Result<f64, StoreError>;
 

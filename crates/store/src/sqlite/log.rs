@@ -280,6 +280,12 @@ impl EventStore for SqliteStore {
         self.read_since(load_id, 0).await
     }
 
+    /// The writer task runs the appends queued while its last transaction committed in one
+    /// transaction (the module documentation of `sqlite`).
+    fn commits_grouped(&self) -> bool {
+        true
+    }
+
     async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
         let after = i64::try_from(version)
             .map_err(|_| StoreError::InvalidRequest(format!("version {version} exceeds i64")))?;

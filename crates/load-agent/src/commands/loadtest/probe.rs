@@ -329,6 +329,10 @@ impl EventStore for ProbedEvents {
         self.inner.read(load_id).await
     }
 
+    fn commits_grouped(&self) -> bool {
+        self.inner.commits_grouped()
+    }
+
     async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
         self.inner.read_since(load_id, version).await
     }
