@@ -109,7 +109,7 @@ impl Default for WorkerSettings {
             cache_idle_secs: 1800,
             cache_trusted: true,
             group_commit_window_ms: 0,
-            // On (docs/runtime.md, "Group commit"); 1 turns it off.
+            // On for Postgres (SQLite groups its own commits); 1 turns it off (docs/runtime.md).
             group_commit_max_batch: 32,
             group_commit_committers: 4,
         }
