@@ -71,6 +71,11 @@ pub struct LoadtestArgs {
     /// as the generated events do.
     #[arg(long, default_value_t = 20.0)]
     pub floor_rate: f64,
+    /// Kafka mode: producers the generator spreads its loads over (each load always through
+    /// the same one). Integration services are separate clients; one producer carrying the
+    /// whole rate queues behind librdkafka's five requests in flight of an idempotent producer.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub producers: u16,
     /// Seconds of pgbench per client count before the test (Postgres only); 0 skips it.
     #[arg(long, default_value_t = 20)]
     pub pgbench_secs: u32,
@@ -395,8 +400,8 @@ async fn start_service(
             Ok(Started { mode: "embedded", queue: rt.queue.clone(), floor: None })
         }
         Some(brokers) => {
-            kafka::start(settings, brokers, args.floor_rate, run_id, stores, parts, clock, tasks, shutdown)
-                .await
+            let generator = Generator { floor_rate: args.floor_rate, producers: args.producers.into() };
+            kafka::start(settings, brokers, generator, run_id, stores, parts, clock, tasks, shutdown).await
         }
     }
 }
@@ -674,6 +679,14 @@ fn print_summary(r: &Report) {
     }
 }
 
+/// Kafka mode: the generator's side of the broker, the floor probe's rate and how many
+/// producers carry the generated events.
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+struct Generator {
+    floor_rate: f64,
+    producers: usize,
+}
+
 #[cfg(not(feature = "kafka"))]
 mod kafka {
     use super::*;
@@ -682,7 +695,7 @@ mod kafka {
     pub async fn start(
         _settings: &Settings,
         _brokers: &str,
-        _floor_rate: f64,
+        _generator: super::Generator,
         _run_id: &str,
         _stores: &Stores,
         _parts: ServiceParts,
@@ -704,11 +717,44 @@ mod kafka {
     use crate::commands::production::Pipeline;
     use crate::commands::service::Role;
 
+    /// The generated events over several producers, a load always through the same one (so
+    /// its events keep their order, as from one integration service).
+    #[derive(Debug)]
+    struct Publishers(Vec<KafkaEventPublisher>);
+
+    impl Publishers {
+        fn of(&self, load_id: &str) -> &KafkaEventPublisher {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            load_id.hash(&mut h);
+            &self.0[(h.finish() % self.0.len() as u64) as usize]
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl LoadQueue for Publishers {
+        async fn publish(&self, event: InboundEvent) -> Result<(), load_agent_runtime::QueueError> {
+            self.of(&event.load_id).publish(event).await
+        }
+
+        async fn try_receive(&self) -> Option<load_agent_runtime::Delivery> {
+            None
+        }
+
+        async fn receive(&self) -> Option<load_agent_runtime::Delivery> {
+            None
+        }
+
+        async fn ack(&self, _delivery: &load_agent_runtime::Delivery) {}
+
+        async fn nack(&self, _delivery: load_agent_runtime::Delivery) {}
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub async fn start(
         settings: &Settings,
         brokers: &str,
-        floor_rate: f64,
+        generator: super::Generator,
         run_id: &str,
         stores: &Stores,
         parts: ServiceParts,
@@ -733,8 +779,14 @@ mod kafka {
             .or_fail(format!("load-agent loadtest: creating topics on {brokers}"))?;
         let pipeline = Pipeline { settings: &s, stores, kafka: &kafka, registry: None, parts, clock };
         pipeline.spawn(Role::All, tasks, shutdown)?;
-        let publisher = KafkaEventPublisher::new(&kafka, "load-agent-loadtest")
+        let publishers = (1..=generator.producers.max(1))
+            .map(|i| match generator.producers {
+                1 => KafkaEventPublisher::new(&kafka, "load-agent-loadtest"),
+                _ => KafkaEventPublisher::new(&kafka, &format!("load-agent-loadtest-{i}")),
+            })
+            .collect::<Result<Vec<_>, _>>()
             .or_fail("load-agent loadtest: producer")?;
+        let floor_rate = generator.floor_rate;
         // The broker's floor, with the same client settings (20 records a second by default).
         let (k, stop) = (kafka.clone(), shutdown.clone());
         let floor = tokio::spawn(async move {
@@ -746,7 +798,33 @@ mod kafka {
                 }
             }
         });
-        Ok(Started { mode: "kafka", queue: Arc::new(publisher), floor: Some(floor) })
+        Ok(Started { mode: "kafka", queue: Arc::new(Publishers(publishers)), floor: Some(floor) })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use load_agent_kafka::KafkaConfig;
+
+        use super::*;
+
+        #[test]
+        fn a_load_always_goes_through_the_same_producer_and_loads_use_them_all() {
+            // Producers connect only at their first send: nothing listens on port 9.
+            let kafka = KafkaConfig::new("127.0.0.1:9");
+            let publishers = (1..=4)
+                .map(|i| KafkaEventPublisher::new(&kafka, &format!("test-{i}")))
+                .collect::<Result<Vec<_>, _>>()
+                .expect("producers");
+            let p = Publishers(publishers);
+            let mut used = std::collections::HashSet::new();
+            for n in 0..200 {
+                let load = format!("L-{n}");
+                let first = p.of(&load) as *const KafkaEventPublisher;
+                assert!(std::ptr::eq(first, p.of(&load)), "{load} moved to another producer");
+                used.insert(first as usize);
+            }
+            assert_eq!(used.len(), 4, "200 loads spread over every producer");
+        }
     }
 }
 
