@@ -610,7 +610,7 @@ fn print_summary(r: &Report) {
     }
     if let Some(a) = &r.service_added_ms {
         println!(
-            "  service over the broker floor: +{:.1} ms at p50, +{:.1} ms at p99 (p99 {:.1}× the floor's)",
+            "  service over the broker floor: +{:.1} ms at p50, +{:.1} ms at p99 (p99 {:.2}× the floor's)",
             a.p50, a.p99, a.p99_ratio
         );
     }
