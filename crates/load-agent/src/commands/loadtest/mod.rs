@@ -718,16 +718,17 @@ mod kafka {
     use crate::commands::service::Role;
 
     /// The generated events over several producers, a load always through the same one (so
-    /// its events keep their order, as from one integration service).
+    /// its events keep their order, as from one integration service). The producer is picked
+    /// as the partition is (Kafka's murmur2 of the key), so with a count that divides the
+    /// topic's partitions each producer writes whole partitions of its own.
     #[derive(Debug)]
     struct Publishers(Vec<KafkaEventPublisher>);
 
     impl Publishers {
         fn of(&self, load_id: &str) -> &KafkaEventPublisher {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::hash::DefaultHasher::new();
-            load_id.hash(&mut h);
-            &self.0[(h.finish() % self.0.len() as u64) as usize]
+            let count = u32::try_from(self.0.len()).unwrap_or(u32::MAX);
+            let i = load_agent_ingest::dump_spec::partition_for(load_id.as_bytes(), count);
+            &self.0[usize::try_from(i).unwrap_or(0)]
         }
     }
 
