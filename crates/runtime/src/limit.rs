@@ -4,11 +4,12 @@
 //! It sits in front of the relay as an [`Outbox`] wrapper, [`ContactLimitedOutbox`], so it
 //! applies to every destination and every relay, whatever sends the rows (Kafka producers or
 //! the in-process fakes). A claimed row over its contact's limit is released at once with
-//! `mark_deferred` until the limiter's next allowed instant: it is never dropped, no attempt is
-//! counted, and the store restarts its retry budget when the row had not been tried yet (the
-//! budget runs from the first send attempt, ADR 0003). Rows of a load are handed out in order
-//! per destination, so a deferred row also holds back the later rows of its load on that
-//! destination: the order of messages to a contact never changes.
+//! `mark_deferred_batch` (all of a claim's deferrals in one mark) until the limiter's next
+//! allowed instant: it is never dropped, no attempt is counted, and the store restarts its retry
+//! budget when the row had not been tried yet (the budget runs from the first send attempt, ADR
+//! 0003). Rows of a load are handed out in order per destination, so a deferred row also holds
+//! back the later rows of its load on that destination: the order of messages to a contact
+//! never changes.
 //!
 //! A key is counted once: a row the limiter admitted passes again without being counted when
 //! its send is retried (the contact gets one message per key; the services dedupe on it).
@@ -32,7 +33,7 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
 use load_agent_domain::Destination;
-use load_agent_store::{ClaimedRow, DelegatingOutbox, Outbox, StoreError};
+use load_agent_store::{ClaimedRow, DeferredMark, DelegatingOutbox, Outbox, StoreError};
 use tracing::{debug, warn};
 
 use crate::clock::Clock;
@@ -287,20 +288,31 @@ impl DelegatingOutbox for ContactLimitedOutbox {
                 }
             }
         }
-        // Each deferral marks its own row: made at once, they share the relay pool's connections
-        // and commits, where one after the other a claim holding many loads' rows over their
-        // limits held its admitted rows back by a round trip per deferred row.
-        let marks = deferred.iter().map(|(row, until)| async move {
-            (row, until, self.inner.mark_deferred(&row.id, row.claim_token, *until, now).await)
-        });
-        for (row, until, marked) in futures::future::join_all(marks).await {
-            match marked {
-                Ok(()) => {
-                    debug!(key = %row.id, load_id = %row.load_id, %until, "over the contact's send limit: deferred")
+        if deferred.is_empty() {
+            return Ok(admitted);
+        }
+        // The deferrals are one batch mark: a claim holding many loads' rows over their limits
+        // releases them in one round trip before its admitted rows are sent.
+        let marks: Vec<DeferredMark> = deferred
+            .iter()
+            .map(|(row, until)| DeferredMark { id: row.id.clone(), token: row.claim_token, until: *until })
+            .collect();
+        match self.inner.mark_deferred_batch(&marks, now).await {
+            Ok(results) => {
+                for ((row, until), marked) in deferred.iter().zip(results) {
+                    match marked {
+                        Ok(()) => {
+                            debug!(key = %row.id, load_id = %row.load_id, %until, "over the contact's send limit: deferred")
+                        }
+                        // Taken over after its lease: the new claim decides.
+                        Err(e) => {
+                            warn!(key = %row.id, error = %e, "deferring a row over the send limit failed")
+                        }
+                    }
                 }
-                // The lease expires and the row is handed out again: never lost.
-                Err(e) => warn!(key = %row.id, error = %e, "deferring a row over the send limit failed"),
             }
+            // The leases expire and the rows are handed out again: never lost.
+            Err(e) => warn!(rows = deferred.len(), error = %e, "deferring rows over the send limit failed"),
         }
         Ok(admitted)
     }

@@ -3,11 +3,41 @@
 //! that finally sends it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use load_agent_domain::{Action, ActionBody, Destination, EventKind, InboundEvent, LogEntry};
 use load_agent_runtime::{Clock, ContactLimitedOutbox, FakeClock, SendLimits};
-use load_agent_store::{NewOutboxRow, Outbox, OutboxStatus, PgStore, SqliteStore, StoreOptions, Stores};
+use load_agent_store::{
+    DeferredMark, NewOutboxRow, Outbox, OutboxStatus, PgStore, SqliteStore, StaleClaimError, StoreError,
+    StoreOptions, Stores,
+};
+
+/// The store's outbox, counting the deferral marks that reach it. (`DelegatingOutbox` is named,
+/// not imported: in scope, its methods would be ambiguous with `Outbox`'s on the wrappers.)
+struct CountingDeferrals {
+    inner: Arc<dyn Outbox>,
+    calls: AtomicUsize,
+    rows: AtomicUsize,
+}
+
+#[async_trait]
+impl load_agent_store::DelegatingOutbox for CountingDeferrals {
+    fn inner(&self) -> &dyn Outbox {
+        self.inner.as_ref()
+    }
+
+    async fn mark_deferred_batch(
+        &self,
+        marks: &[DeferredMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.rows.fetch_add(marks.len(), Ordering::Relaxed);
+        self.inner.mark_deferred_batch(marks, now).await
+    }
+}
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 3, 2, 13, 0, 0).single().unwrap_or_default()
@@ -60,8 +90,12 @@ async fn seventh_sms_waits(store: Stores) {
     }
 
     let clock = FakeClock::new(t0());
-    let outbox =
-        ContactLimitedOutbox::new(store.outbox.clone(), &SendLimits::default(), Arc::new(clock.clone()));
+    let counted = Arc::new(CountingDeferrals {
+        inner: store.outbox.clone(),
+        calls: AtomicUsize::new(0),
+        rows: AtomicUsize::new(0),
+    });
+    let outbox = ContactLimitedOutbox::new(counted.clone(), &SendLimits::default(), Arc::new(clock.clone()));
     // One row per load and destination at a time: each claim hands out one row of each load.
     for n in 1..=6 {
         let claimed = outbox.pending(10, clock.now()).await.expect("claim");
@@ -71,6 +105,11 @@ async fn seventh_sms_waits(store: Stores) {
         }
     }
     assert!(outbox.pending(10, clock.now()).await.expect("claim").is_empty(), "the seventh waits");
+    assert_eq!(
+        (counted.calls.load(Ordering::Relaxed), counted.rows.load(Ordering::Relaxed)),
+        (1, loads.len()),
+        "the claim's three deferrals are one batch mark"
+    );
     let mut untils = Vec::new();
     for load in loads {
         let views = store.outbox.rows_for_load(load).await.expect("rows");

@@ -65,8 +65,8 @@ pub use lifecycle::{
 pub use lock::{LoadLease, LoadLock, NoopLoadLock};
 pub use open::{migrate, open_store, open_store_with};
 pub use outbox::{
-    ClaimedRow, DEFAULT_LEASE, DUE_ROWS_EXAMINED, DelegatingOutbox, DispatchedMark, FailedMark, NewOutboxRow,
-    NextAttempt, Outbox, OutboxRowView, OutboxStatus,
+    ClaimedRow, DEFAULT_LEASE, DUE_ROWS_EXAMINED, DeferredMark, DelegatingOutbox, DispatchedMark, FailedMark,
+    NewOutboxRow, NextAttempt, Outbox, OutboxRowView, OutboxStatus,
 };
 pub use postgres::PgStore;
 pub use settings::{DatabaseSettings, DatabaseUrl, LifecycleSettings};

@@ -70,6 +70,15 @@ pub struct FailedMark {
     pub next: NextAttempt,
 }
 
+/// One row of [`Outbox::mark_deferred_batch`]: the claimed row, the token of its claim and when
+/// it may be handed out again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeferredMark {
+    pub id: String,
+    pub token: Uuid,
+    pub until: DateTime<Utc>,
+}
+
 /// Refuses a batch mark that names a row twice: the two marks could not both apply, and which
 /// one wins would depend on the backend.
 pub(crate) fn check_distinct<'a>(ids: impl ExactSizeIterator<Item = &'a str>) -> Result<(), StoreError> {
@@ -186,16 +195,17 @@ pub trait Outbox: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError>;
 
-    /// Releases the claim until `until` without counting an attempt (a rate limit). A row not
-    /// tried yet (`attempts == 0`) also forgets its `first_attempt_at`, so the wait does not spend
-    /// its retry budget: the next claim starts it.
-    async fn mark_deferred(
+    /// Releases each row's claim until its `until` without counting an attempt (a send limit).
+    /// A row not tried yet (`attempts == 0`) also forgets its `first_attempt_at`, so the wait
+    /// does not spend its retry budget: the next claim starts it. In ONE statement (Postgres) or
+    /// one transaction of the writer (SQLite): a claim that finds many rows over their limits
+    /// releases them in one round trip. Results and errors as
+    /// [`mark_dispatched_batch`](Outbox::mark_dispatched_batch).
+    async fn mark_deferred_batch(
         &self,
-        id: &str,
-        token: Uuid,
-        until: DateTime<Utc>,
+        marks: &[DeferredMark],
         now: DateTime<Utc>,
-    ) -> Result<(), ClaimError>;
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError>;
 
     /// `Ok` when `token` still holds the row with a live lease at `now`. An expired lease is
     /// stale here even before another relay takes over. (The relay no longer calls it before
@@ -311,15 +321,13 @@ pub trait DelegatingOutbox: Send + Sync {
         self.inner().mark_failed_batch(marks, now).await
     }
 
-    /// See [`Outbox::mark_deferred`].
-    async fn mark_deferred(
+    /// See [`Outbox::mark_deferred_batch`].
+    async fn mark_deferred_batch(
         &self,
-        id: &str,
-        token: Uuid,
-        until: DateTime<Utc>,
+        marks: &[DeferredMark],
         now: DateTime<Utc>,
-    ) -> Result<(), ClaimError> {
-        self.inner().mark_deferred(id, token, until, now).await
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        self.inner().mark_deferred_batch(marks, now).await
     }
 
     /// See [`Outbox::recheck_claim`].
@@ -393,14 +401,12 @@ impl<T: DelegatingOutbox> Outbox for T {
         DelegatingOutbox::mark_failed_batch(self, marks, now).await
     }
 
-    async fn mark_deferred(
+    async fn mark_deferred_batch(
         &self,
-        id: &str,
-        token: Uuid,
-        until: DateTime<Utc>,
+        marks: &[DeferredMark],
         now: DateTime<Utc>,
-    ) -> Result<(), ClaimError> {
-        DelegatingOutbox::mark_deferred(self, id, token, until, now).await
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        DelegatingOutbox::mark_deferred_batch(self, marks, now).await
     }
 
     async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError> {

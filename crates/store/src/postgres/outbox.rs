@@ -15,8 +15,8 @@ use super::PgStore;
 use crate::codec::{age, decode_action, decode_destination, decode_status, limit_i64, to_u32, to_u64};
 use crate::error::{ClaimError, StaleClaimError, StoreError};
 use crate::outbox::{
-    ClaimedRow, DUE_ROWS_EXAMINED, DispatchedMark, FailedMark, NextAttempt, Outbox, OutboxRowView,
-    check_distinct,
+    ClaimedRow, DUE_ROWS_EXAMINED, DeferredMark, DispatchedMark, FailedMark, NextAttempt, Outbox,
+    OutboxRowView, check_distinct,
 };
 
 /// Claims the first due rows in insertion order. A row is due when pending, past its
@@ -85,6 +85,19 @@ WHERE o.id = m.id AND o.created_at = m.created_at AND o.claim_token = m.token
 RETURNING o.id
 "#;
 
+/// Releases a batch of claims until each row's `until` in one statement, as a send limit's
+/// deferral does (no attempt counted; a row never tried forgets its `first_attempt_at`), under
+/// the same per-row guard as [`MARK_DISPATCHED_BATCH`]; returns the ids marked.
+const MARK_DEFERRED_BATCH: &str = r#"
+UPDATE {outbox} AS o
+SET retry_at = m.until,
+    first_attempt_at = CASE WHEN o.attempts = 0 THEN NULL ELSE o.first_attempt_at END,
+    claim_token = NULL, lease_until = NULL
+FROM unnest($1::text[], $2::uuid[], $3::timestamptz[], $4::timestamptz[]) AS m(id, token, until, created_at)
+WHERE o.id = m.id AND o.created_at = m.created_at AND o.claim_token = m.token
+RETURNING o.id
+"#;
+
 /// The marks of one row and the lease check. Each is guarded by
 /// `id = $1 AND claim_token = $2 AND created_at = $3`: the claim still holds the row.
 /// `created_at` names the row's day, and `{outbox}` is that day's partition itself when the
@@ -117,8 +130,6 @@ macro_rules! mark {
 const MARK_DISPATCHED: &str = mark!("status = 'dispatched', receipt = $4, dispatched_at = $5");
 const MARK_RETRY: &str = mark!("attempts = attempts + 1, last_failure = $4, retry_at = $5");
 const MARK_DEAD: &str = mark!("status = 'dead', attempts = attempts + 1, last_failure = $4, dead_at = $5");
-const MARK_DEFERRED: &str =
-    mark!("retry_at = $4, first_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE first_attempt_at END");
 const STILL_HELD: &str = concat!(guarded!("SELECT 1::int4 FROM {outbox}"), " AND lease_until > $4");
 
 /// The live outbox's parent.
@@ -140,7 +151,6 @@ fn in_outbox(sql: &str, table: &str) -> String {
 enum MarkArgs<'a> {
     Dispatched { receipt: &'a str, now: DateTime<Utc> },
     Failed { failure: &'a str, at: DateTime<Utc> },
-    Deferred { until: DateTime<Utc> },
     Held { now: DateTime<Utc> },
 }
 
@@ -155,7 +165,6 @@ impl<'a> MarkArgs<'a> {
         match self {
             MarkArgs::Dispatched { receipt, now } => query.bind(receipt).bind(now),
             MarkArgs::Failed { failure, at } => query.bind(failure).bind(at),
-            MarkArgs::Deferred { until } => query.bind(until),
             MarkArgs::Held { now } => query.bind(now),
         }
     }
@@ -454,14 +463,28 @@ impl Outbox for PgStore {
         .await
     }
 
-    async fn mark_deferred(
+    async fn mark_deferred_batch(
         &self,
-        id: &str,
-        token: Uuid,
-        until: DateTime<Utc>,
-        _now: DateTime<Utc>,
-    ) -> Result<(), ClaimError> {
-        self.mark(MARK_DEFERRED, id, token, MarkArgs::Deferred { until }).await
+        marks: &[DeferredMark],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        let tokens: Vec<Uuid> = marks.iter().map(|m| m.token).collect();
+        let ids: Vec<&str> = marks.iter().map(|m| m.id.as_str()).collect();
+        let untils: Vec<DateTime<Utc>> = marks.iter().map(|m| m.until).collect();
+        self.mark_batch(&ids, &tokens, now, |table, created| {
+            let sql = in_outbox(MARK_DEFERRED_BATCH, &table);
+            let (ids, tokens, untils) = (&ids, &tokens, &untils);
+            async move {
+                sqlx::query_scalar(&sql)
+                    .bind(ids)
+                    .bind(tokens)
+                    .bind(untils)
+                    .bind(&created)
+                    .fetch_all(&self.relay_pool)
+                    .await
+            }
+        })
+        .await
     }
 
     async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError> {

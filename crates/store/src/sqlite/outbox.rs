@@ -18,8 +18,8 @@ use crate::codec::{
 };
 use crate::error::{ClaimError, StaleClaimError, StoreError};
 use crate::outbox::{
-    ClaimedRow, DUE_ROWS_EXAMINED, DispatchedMark, FailedMark, NextAttempt, Outbox, OutboxRowView,
-    check_distinct,
+    ClaimedRow, DUE_ROWS_EXAMINED, DeferredMark, DispatchedMark, FailedMark, NextAttempt, Outbox,
+    OutboxRowView, check_distinct,
 };
 
 /// The due rows, in insertion order, under the same rules as the Postgres claim (see
@@ -285,14 +285,16 @@ impl Outbox for SqliteStore {
         self.mark_batch(changes).await
     }
 
-    async fn mark_deferred(
+    async fn mark_deferred_batch(
         &self,
-        id: &str,
-        token: Uuid,
-        until: DateTime<Utc>,
+        marks: &[DeferredMark],
         _now: DateTime<Utc>,
-    ) -> Result<(), ClaimError> {
-        self.mark(id, token, MarkChange::Deferred { until: sqlite_time(until) }).await
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        let changes = marks
+            .iter()
+            .map(|m| (m.id.clone(), m.token, MarkChange::Deferred { until: sqlite_time(m.until) }))
+            .collect();
+        self.mark_batch(changes).await
     }
 
     async fn recheck_claim(&self, id: &str, token: Uuid, now: DateTime<Utc>) -> Result<(), ClaimError> {

@@ -71,6 +71,7 @@ contract!(
     outbox::a_batch_mark_marks_the_held_rows_and_reports_a_lost_claim_stale,
     outbox::an_empty_or_repeating_batch_mark_marks_nothing,
     outbox::a_failed_batch_mark_retries_buries_and_reports_a_lost_claim_stale,
+    outbox::a_deferred_batch_mark_releases_the_held_rows_and_reports_a_lost_claim_stale,
     timers::schedule_is_idempotent,
     timers::cancel_is_idempotent_and_sticks,
     timers::mark_fired_is_idempotent,

@@ -6,7 +6,8 @@ use std::time::Duration;
 use chrono::TimeDelta;
 use load_agent_domain::Destination;
 use load_agent_store::{
-    ClaimError, ClaimedRow, DispatchedMark, FailedMark, NextAttempt, Outbox, OutboxStatus, StoreError,
+    ClaimError, ClaimedRow, DeferredMark, DispatchedMark, FailedMark, NextAttempt, Outbox, OutboxStatus,
+    StoreError,
 };
 
 use crate::fixtures::{row, sms, step, t};
@@ -18,6 +19,19 @@ fn ids(rows: &[ClaimedRow]) -> Vec<&str> {
 
 fn is_stale<T: std::fmt::Debug>(r: Result<T, ClaimError>) -> bool {
     matches!(r, Err(ClaimError::Stale(_)))
+}
+
+/// Defers one row, as a batch of one: the single mark's result.
+async fn defer(
+    outbox: &dyn Outbox,
+    id: &str,
+    token: uuid::Uuid,
+    until: chrono::DateTime<chrono::Utc>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), ClaimError> {
+    let mark = DeferredMark { id: id.to_owned(), token, until };
+    let mut results = outbox.mark_deferred_batch(&[mark], now).await?;
+    Ok(results.remove(0)?)
 }
 
 pub async fn claims_hand_out_due_rows_once<H: StoreHarness>(h: &H) {
@@ -114,7 +128,7 @@ pub async fn an_expired_lease_hands_the_row_over<H: StoreHarness>(h: &H) {
 
     assert!(is_stale(outbox.mark_dispatched("k1", old, "late", t(191)).await), "the old claimant is stale");
     assert!(is_stale(outbox.mark_failed("k1", old, "x", NextAttempt::Dead, t(191)).await));
-    assert!(is_stale(outbox.mark_deferred("k1", old, t(300), t(191)).await));
+    assert!(is_stale(defer(outbox.as_ref(), "k1", old, t(300), t(191)).await));
     assert!(is_stale(outbox.recheck_claim("k1", old, t(191)).await));
     outbox.recheck_claim("k1", new, t(191)).await.expect("the new claim holds");
     outbox.mark_dispatched("k1", new, "rcpt", t(192)).await.expect("the new claimant marks");
@@ -161,7 +175,7 @@ pub async fn deferral_does_not_count_an_attempt<H: StoreHarness>(h: &H) {
     let (entries, _) = step("L1", 0);
     events.append("L1", &entries, 0, &[row("L1", "k1", Destination::Sms, 2)]).await.expect("append");
     let c = outbox.pending(10, t(100)).await.expect("claim").remove(0);
-    outbox.mark_deferred("k1", c.claim_token, t(110), t(100)).await.expect("defer");
+    defer(outbox.as_ref(), "k1", c.claim_token, t(110), t(100)).await.expect("defer");
     assert!(
         is_stale(outbox.mark_dispatched("k1", c.claim_token, "r", t(101)).await),
         "deferral released the claim"
@@ -221,7 +235,7 @@ pub async fn rows_of_a_load_go_out_in_commit_order_per_destination<H: StoreHarne
         "a2_tmr waits behind a1_tmr's retry"
     );
     // A claimed head with a live lease blocks too, and so does a deferred one.
-    outbox.mark_deferred("a2_sms", token(&second, "a2_sms"), t(300), now).await.expect("defer");
+    defer(outbox.as_ref(), "a2_sms", token(&second, "a2_sms"), t(300), now).await.expect("defer");
     let third = outbox.pending(10, t(200)).await.expect("claim");
     assert_eq!(ids(&third), ["a1_tmr"], "a2_sms_b waits behind the deferred a2_sms");
     // A dead head does not block.
@@ -264,7 +278,7 @@ pub async fn the_relay_lag_leaves_out_chosen_waits<H: StoreHarness>(h: &H) {
     );
     let token = |id: &str| claimed.iter().find(|c| c.id == id).map(|c| c.claim_token).expect("claimed");
     outbox.mark_dispatched("e1", token("e1"), "r", t(21)).await.expect("mark");
-    outbox.mark_deferred("s1", token("s1"), t(600), t(21)).await.expect("defer");
+    defer(outbox.as_ref(), "s1", token("s1"), t(600), t(21)).await.expect("defer");
     // s1 waits out its send limit and s2 waits behind it: nothing is late, all is backlog.
     assert_eq!(outbox.relay_lag(t(31)).await.expect("lag"), None);
     assert_eq!(outbox.oldest_pending_age(t(31)).await.expect("age"), Some(Duration::from_secs(30)));
@@ -291,7 +305,7 @@ pub async fn the_relay_lag_leaves_out_chosen_waits<H: StoreHarness>(h: &H) {
     let retried = again.iter().find(|c| c.id == failing.id).expect("the failed row is due again");
     outbox.mark_dispatched(&retried.id, retried.claim_token, "r", t(900)).await.expect("mark");
     for c in again.iter().filter(|c| c.id != failing.id) {
-        outbox.mark_deferred(&c.id, c.claim_token, t(1000), t(900)).await.expect("defer again");
+        defer(outbox.as_ref(), &c.id, c.claim_token, t(1000), t(900)).await.expect("defer again");
     }
     assert_eq!(outbox.relay_lag(t(999)).await.expect("lag"), None);
     assert_eq!(outbox.relay_lag(t(1010)).await.expect("lag"), Some(Duration::from_secs(10)), "from retry_at");
@@ -482,4 +496,54 @@ pub async fn a_failed_batch_mark_retries_buries_and_reports_a_lost_claim_stale<H
     let results = outbox.mark_failed_batch(&[failed(k2, k2.claim_token, NextAttempt::Dead)], t(103)).await;
     assert!(results.expect("batch mark")[0].is_ok());
     assert_eq!(ids(&outbox.pending(10, t(160)).await.expect("claim")), ["k1"]);
+}
+
+fn deferred(c: &ClaimedRow, token: uuid::Uuid, until: chrono::DateTime<chrono::Utc>) -> DeferredMark {
+    DeferredMark { id: c.id.clone(), token, until }
+}
+
+/// A send limit's deferrals of one claim are one batch mark: each held row is released until its
+/// own time without counting an attempt, a lost claim is stale and its row unchanged, and a row
+/// named twice refuses it all.
+pub async fn a_deferred_batch_mark_releases_the_held_rows_and_reports_a_lost_claim_stale<H: StoreHarness>(
+    h: &H,
+) {
+    let outbox = &h.stores().outbox;
+    let (old, claimed) = k2_taken_over(h).await;
+    let by_id = |id: &str| claimed.iter().find(|c| c.id == id).expect("claimed");
+    let (k1, k3) = (by_id("k1"), by_id("k3"));
+
+    let twice = [deferred(k1, k1.claim_token, t(150)), deferred(k1, k1.claim_token, t(160))];
+    let refused = outbox.mark_deferred_batch(&twice, t(102)).await;
+    assert!(matches!(refused, Err(StoreError::InvalidRequest(_))), "{refused:?}");
+    assert!(outbox.mark_deferred_batch(&[], t(102)).await.expect("empty batch").is_empty());
+
+    let batch = [
+        deferred(k1, k1.claim_token, t(150)),
+        deferred(&old, old.claim_token, t(500)),
+        deferred(k3, k3.claim_token, t(170)),
+    ];
+    let results = outbox.mark_deferred_batch(&batch, t(102)).await.expect("batch mark");
+    assert_eq!(results.len(), 3, "one result per mark, in order");
+    assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+    assert_eq!(results[1].as_ref().map_err(|e| e.id.as_str()), Err("k2"), "the lost claim is stale");
+
+    let view = |load: &'static str| async move { outbox.rows_for_load(load).await.expect("rows").remove(0) };
+    for (load, until) in [("L1", t(150)), ("L3", t(170))] {
+        let r = view(load).await;
+        assert_eq!(
+            (r.status, r.attempts, r.retry_at, r.lease_until, r.first_attempt_at),
+            (OutboxStatus::Pending, 0, Some(until), None, None),
+            "{load}: released until its own time, no attempt counted, its budget not started"
+        );
+    }
+    let k2 = view("L2").await;
+    assert_eq!((k2.retry_at, k2.lease_until), (None, Some(t(191))), "unchanged");
+
+    // Each row comes back at its own time; k2's holder still marks it.
+    let k2 = by_id("k2");
+    let results = outbox.mark_deferred_batch(&[deferred(k2, k2.claim_token, t(160))], t(103)).await;
+    assert!(results.expect("batch mark")[0].is_ok());
+    assert_eq!(ids(&outbox.pending(10, t(150)).await.expect("claim")), ["k1"]);
+    assert_eq!(ids(&outbox.pending(10, t(170)).await.expect("claim")), ["k2", "k3"]);
 }

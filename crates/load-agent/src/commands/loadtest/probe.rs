@@ -20,8 +20,8 @@ use chrono::{DateTime, Utc};
 use load_agent_domain::{Destination, LoadSummary, LogEntry};
 use load_agent_runtime::{RoundTrips, Stage, StageSink};
 use load_agent_store::{
-    AppendError, AppendRequest, ClaimError, DelegatingOutbox, DispatchedMark, EventStore, NewOutboxRow,
-    Outbox, StaleClaimError, StoreError, Stores, TimerRow, TimerStore, TimerView,
+    AppendError, AppendRequest, ClaimError, DeferredMark, DelegatingOutbox, DispatchedMark, EventStore,
+    NewOutboxRow, Outbox, StaleClaimError, StoreError, Stores, TimerRow, TimerStore, TimerView,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -423,18 +423,18 @@ impl DelegatingOutbox for ProbedOutbox {
         Ok(results)
     }
 
-    async fn mark_deferred(
+    async fn mark_deferred_batch(
         &self,
-        id: &str,
-        token: Uuid,
-        until: DateTime<Utc>,
+        marks: &[DeferredMark],
         now: DateTime<Utc>,
-    ) -> Result<(), ClaimError> {
-        let r = self.inner.mark_deferred(id, token, until, now).await;
-        if r.is_ok() {
-            self.probe.deferred(id);
+    ) -> Result<Vec<Result<(), StaleClaimError>>, StoreError> {
+        let results = self.inner.mark_deferred_batch(marks, now).await?;
+        for (m, r) in marks.iter().zip(&results) {
+            if r.is_ok() {
+                self.probe.deferred(&m.id);
+            }
         }
-        r
+        Ok(results)
     }
 }
 
