@@ -25,7 +25,9 @@
 //! second (two per append, the same for all three) and the latency of one append call, p50 and
 //! p99, over the appends that started and finished inside the measured window. The GroupCommit
 //! run also prints its batches: how many, loads per batch, and the time of one batch's statement
-//! and commit as the committer sees it.
+//! and commit as the committer sees it. Each run prints the server's WAL written in its window
+//! per append: records, KiB and full-page images (the whole server's counters, so nothing else
+//! may run; docs/capacity.md, "An eleventh machine", reads the records one by one).
 //!
 //! Payloads are built before the timing: postgres-es's two JSON payloads once per writer (only
 //! the aggregate id and the sequence change between appends); load-agent's entries and outbox
@@ -169,6 +171,47 @@ struct Report {
     appends_per_s: f64,
     p50_ms: f64,
     p99_ms: f64,
+    /// The server's WAL written during the measured window, per append measured.
+    wal: WalPerAppend,
+}
+
+/// The server's WAL counters at one instant: its position in bytes (exact) and `pg_stat_wal`'s
+/// records and full-page images (each backend reports these at most once a second, so a window
+/// of 20 s reads them to within a few per cent). The whole server's: nothing else may run.
+#[derive(Debug, Clone, Copy)]
+struct WalMark {
+    bytes: f64,
+    records: f64,
+    fpi: f64,
+}
+
+/// WAL records, bytes and full-page images per append in a measured window.
+#[derive(Debug, Clone, Copy)]
+struct WalPerAppend {
+    records: f64,
+    kib: f64,
+    fpi: f64,
+}
+
+async fn wal_mark(url: &str) -> Result<WalMark, Error> {
+    let mut conn = PgConnectOptions::from_str(url)?.connect().await?;
+    let row = conn
+        .fetch_one(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8, wal_records::float8, \
+             wal_fpi::float8 FROM pg_stat_wal",
+        )
+        .await?;
+    let mark = WalMark { bytes: row.try_get(0)?, records: row.try_get(1)?, fpi: row.try_get(2)? };
+    conn.close().await?;
+    Ok(mark)
+}
+
+/// Reads the WAL counters at the window's start and end (a task of its own beside the writers).
+async fn wal_in_window(url: String, window: Window) -> Result<(WalMark, WalMark), Error> {
+    tokio::time::sleep_until(tokio::time::Instant::from_std(window.from)).await;
+    let start = wal_mark(&url).await?;
+    tokio::time::sleep_until(tokio::time::Instant::from_std(window.to)).await;
+    Ok((start, wal_mark(&url).await?))
 }
 
 /// Runs `writer` on `args.writers` tasks through a warm-up and a measured window.
@@ -179,11 +222,19 @@ where
 {
     let from = Instant::now() + Duration::from_secs(args.warmup);
     let window = Window { from, to: from + Duration::from_secs(args.seconds) };
+    let wal = tokio::spawn(wal_in_window(args.url.clone(), window));
     let tasks: Vec<_> = (0..args.writers).map(|w| tokio::spawn(writer(w, window))).collect();
     let mut latencies = Vec::new();
     for task in tasks {
         latencies.extend(task.await.map_err(|e| format!("{name}: a writer panicked: {e}"))??);
     }
+    let (start, end) = wal.await.map_err(|e| format!("{name}: the WAL reader panicked: {e}"))??;
+    let appends = latencies.len().max(1) as f64;
+    let wal = WalPerAppend {
+        records: (end.records - start.records) / appends,
+        kib: (end.bytes - start.bytes) / 1024.0 / appends,
+        fpi: (end.fpi - start.fpi) / appends,
+    };
     latencies.sort_unstable();
     let quantile = |q: f64| {
         let i = ((latencies.len() as f64 * q).ceil() as usize).clamp(1, latencies.len().max(1)) - 1;
@@ -194,14 +245,19 @@ where
         appends_per_s: latencies.len() as f64 / args.seconds as f64,
         p50_ms: quantile(0.50),
         p99_ms: quantile(0.99),
+        wal,
     };
     println!(
-        "  {name}: {} appends/s, {} events/s, p50 {:.2} ms, p99 {:.2} ms ({} appends measured)",
+        "  {name}: {} appends/s, {} events/s, p50 {:.2} ms, p99 {:.2} ms ({} appends measured); \
+         WAL per append {:.1} records, {:.2} KiB, {:.2} full-page images",
         thousands(report.appends_per_s),
         thousands(2.0 * report.appends_per_s),
         report.p50_ms,
         report.p99_ms,
-        latencies.len()
+        latencies.len(),
+        wal.records,
+        wal.kib,
+        wal.fpi
     );
     Ok(report)
 }
@@ -352,13 +408,16 @@ async fn run_load_agent(args: &Args, schema: &str, grouped: bool) -> Result<Repo
     partitions_at(&pg, base_time()).await?;
     if args.log_months_kept > 0 {
         // The months before the previous one (which `ensure` makes), back as far as asked.
-        let this_month = chrono::Datelike::with_day(&base_time().date_naive(), 1).ok_or("base_time has no first day")?;
-        let months = |n: u32| this_month.checked_sub_months(chrono::Months::new(n)).ok_or("months out of range");
-        let made: i64 = sqlx::query_scalar("SELECT count(*) FROM load_agent_ensure_months('log_entries', $1, $2)")
-            .bind(months(args.log_months_kept + 1)?)
-            .bind(months(2)?)
-            .fetch_one(pg.pool())
-            .await?;
+        let this_month =
+            chrono::Datelike::with_day(&base_time().date_naive(), 1).ok_or("base_time has no first day")?;
+        let months =
+            |n: u32| this_month.checked_sub_months(chrono::Months::new(n)).ok_or("months out of range");
+        let made: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM load_agent_ensure_months('log_entries', $1, $2)")
+                .bind(months(args.log_months_kept + 1)?)
+                .bind(months(2)?)
+                .fetch_one(pg.pool())
+                .await?;
         println!("    {made} older monthly log partitions made (--log-months-kept {})", args.log_months_kept);
     }
     let timed = Arc::new(Intercepted::new(Arc::new(pg.clone()), Timed::default()));
@@ -443,18 +502,20 @@ async fn run(args: &Args) -> Result<(), Error> {
     admin.close().await?;
 
     println!(
-        "\n| store ({} writers, {} s) | appends/s | events/s | p50 ms | p99 ms | × postgres-es |",
+        "\n| store ({} writers, {} s) | appends/s | events/s | p50 ms | p99 ms | WAL records / KiB per append | × postgres-es |",
         args.writers, args.seconds
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for r in [&pges, &single, &grouped] {
         println!(
-            "| {} | {} | {} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {:.2} | {:.2} | {:.1} / {:.2} | {:.2} |",
             r.name,
             thousands(r.appends_per_s),
             thousands(2.0 * r.appends_per_s),
             r.p50_ms,
             r.p99_ms,
+            r.wal.records,
+            r.wal.kib,
             r.appends_per_s / pges.appends_per_s
         );
     }
