@@ -13,7 +13,7 @@
 use chrono::{TimeZone, Utc};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use load_agent_domain::{EventKind, InboundEvent};
-use load_agent_runtime::queue::{InProcessQueue, LoadQueue};
+use load_agent_runtime::queue::{EventPublisher, InProcessQueue, LoadQueue};
 
 fn event(n: u64) -> InboundEvent {
     InboundEvent {

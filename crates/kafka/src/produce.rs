@@ -1,6 +1,6 @@
 //! Everything that writes to Kafka, on one idempotent producer type:
 //! - [`KafkaDestinations`]: the relay's [`Destinations`], one topic per service;
-//! - [`KafkaEventPublisher`]: the [`LoadQueue`] the relay and the timer pump publish
+//! - [`KafkaEventPublisher`]: the [`EventPublisher`] the relay and the timer pump publish
 //!   `action_outcome` and `timer_fired` events to (publish only: the consumer reads the topic);
 //! - [`DlqProducer`]: dead letters;
 //! - [`relay_ends`]: the two Kafka ends of a relay (the binary wires the relay around them).
@@ -21,7 +21,7 @@ use load_agent_avro::inbound::encode_inbound_with_id;
 use load_agent_domain::{Destination, InboundEvent, OutcomeStatus};
 use load_agent_ingest::{DeadLetter, InboundRecord};
 use load_agent_runtime::{
-    CacheConfig, Delivery, DeliveryCommand, DeliveryError, Destinations, LoadQueue, QueueError, Receipt,
+    CacheConfig, DeliveryCommand, DeliveryError, Destinations, EventPublisher, QueueError, Receipt,
     SnapshotCache, SnapshotSource,
 };
 use load_agent_store::{DeadLetterStore, EventStore, KeptDeadLetter};
@@ -218,7 +218,7 @@ pub fn relay_ends(events: Arc<dyn EventStore>, config: &KafkaConfig) -> Result<R
 /// What [`relay_ends`] makes: `Relay::new(outbox, timers, ends.destinations, ends.outcomes, clock)`.
 pub struct RelayEnds {
     pub destinations: Arc<dyn Destinations>,
-    pub outcomes: Arc<dyn LoadQueue>,
+    pub outcomes: Arc<dyn EventPublisher>,
 }
 
 /// Resolves the addresses of an action's contact for its `ActionCommand` (phone, email, Slack
@@ -337,7 +337,7 @@ impl Destinations for KafkaDestinations {
 }
 
 /// Publishes events to the inbound topic (keyed by `load_id`, Avro `InboundEvent`): what the
-/// relay (`action_outcome`) and the timer pump (`timer_fired`) hand to [`LoadQueue::publish`].
+/// relay (`action_outcome`) and the timer pump (`timer_fired`) hand to [`EventPublisher::publish`].
 /// Consumption is the Kafka consumer's job, so the receiving half of the trait is empty:
 /// `try_receive`/`receive` return `None` and `ack`/`nack` do nothing.
 pub struct KafkaEventPublisher {
@@ -373,7 +373,7 @@ impl KafkaEventPublisher {
 }
 
 #[async_trait]
-impl LoadQueue for KafkaEventPublisher {
+impl EventPublisher for KafkaEventPublisher {
     async fn publish(&self, event: InboundEvent) -> Result<(), QueueError> {
         match self.publish_event(&event).await {
             Ok(_) => Ok(()),
@@ -383,18 +383,6 @@ impl LoadQueue for KafkaEventPublisher {
             }
         }
     }
-
-    async fn try_receive(&self) -> Option<Delivery> {
-        None
-    }
-
-    async fn receive(&self) -> Option<Delivery> {
-        None
-    }
-
-    async fn ack(&self, _delivery: &Delivery) {}
-
-    async fn nack(&self, _delivery: Delivery) {}
 }
 
 /// Writes dead letters to the DLQ topic: the original key and value, the original headers and

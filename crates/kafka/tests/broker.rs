@@ -30,7 +30,7 @@ use load_agent_kafka::{
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
-    CacheConfig, Clock, GroupCommitConfig, LoadQueue, Relay, RelayConfig, ShutdownTrigger, SystemClock,
+    CacheConfig, Clock, EventPublisher, GroupCommitConfig, Relay, RelayConfig, ShutdownTrigger, SystemClock,
     TimerPump, WorkerConfig, shutdown_channel,
 };
 use load_agent_store::{OutboxStatus, PgStore, Stores};
@@ -500,7 +500,7 @@ fn decisions_land_in_postgres_and_actions_on_the_action_topics() {
 
         // The timer pump publishes `timer_fired` to the inbound topic (its pass is run 31 minutes
         // ahead): the consumer takes the ask's next step and the relay sends the second SMS.
-        let publisher: Arc<dyn LoadQueue> = Arc::new(
+        let publisher: Arc<dyn EventPublisher> = Arc::new(
             KafkaEventPublisher::new(&env.kafka, "load-agent-timer-pump").expect("the pump's producer"),
         );
         let pump = TimerPump::new(env.stores.timers.clone(), publisher, Arc::new(SystemClock));

@@ -19,7 +19,7 @@ use crate::clock::Clock;
 use crate::delivery::{Destinations, FakeServices};
 use crate::group_commit::{GroupCommit, GroupCommitConfig};
 use crate::pump::{PumpConfig, TimerPump};
-use crate::queue::{InProcessQueue, LoadQueue, QueueError};
+use crate::queue::{EventPublisher, InProcessQueue, LoadQueue, QueueError};
 use crate::relay::{Relay, RelayConfig};
 use crate::shutdown::Shutdown;
 use crate::snapshot::{LogProjection, SnapshotSource};

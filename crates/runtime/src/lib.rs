@@ -3,7 +3,8 @@
 //!
 //! Layout:
 //! - [`clock`]: [`Clock`], [`SystemClock`], [`FakeClock`]: every read of "now" goes through one.
-//! - [`queue`]: [`LoadQueue`] and [`InProcessQueue`]: FIFO per load, one run in flight per load.
+//! - [`queue`]: [`LoadQueue`] and [`InProcessQueue`]: FIFO per load, one run in flight per load;
+//!   [`EventPublisher`], the queue's sending half (what the relay and the pump publish to).
 //! - [`snapshot`]: [`SnapshotSource`] (where a run's state comes from) and [`LogProjection`].
 //! - [`worker`]: [`Worker`]: one run per event (`process_one`) and the consumer loop.
 //! - [`group_commit`]: [`GroupCommit`]: appends of different loads grouped into one transaction.
@@ -24,8 +25,8 @@
 //!
 //! Architecture invariant: the runtime decides nothing. Decisions come from
 //! `load_agent_agent::process_event`; the runtime reads, commits, sends and schedules. It knows
-//! no Kafka and no vendor: production transports plug in behind [`LoadQueue`] and
-//! [`Destinations`].
+//! no Kafka and no vendor: production transports plug in behind [`LoadQueue`],
+//! [`EventPublisher`] and [`Destinations`].
 
 pub mod alerts;
 pub mod cache;
@@ -59,7 +60,7 @@ pub use group_commit::{GroupCommit, GroupCommitConfig};
 pub use harness::{InProcessRuntime, RuntimeConfig, SettleError, SettleReport};
 pub use limit::{ContactLimit, ContactLimitedOutbox, ContactSendLimiter, SendLimits, SendLimitsSetting};
 pub use pump::{PumpConfig, PumpReport, TimerPump, timer_fired_event};
-pub use queue::{Delivery, InProcessQueue, LoadQueue, QueueError};
+pub use queue::{Delivery, EventPublisher, InProcessQueue, LoadQueue, QueueError};
 pub use relay::{Relay, RelayConfig, RelayReport, RetryPolicy};
 pub use settings::{RelaySettings, ShutdownSettings, TimerSettings, WorkerSettings};
 pub use shutdown::{Shutdown, ShutdownTrigger, shutdown_channel};

@@ -16,7 +16,7 @@ use tracing::{error, info, warn};
 
 use crate::clock::Clock;
 use crate::metric_names as names;
-use crate::queue::LoadQueue;
+use crate::queue::EventPublisher;
 use crate::shutdown::Shutdown;
 
 /// Loads whose timers are published at once within a batch.
@@ -59,7 +59,7 @@ pub struct PumpReport {
 
 pub struct TimerPump {
     timers: Arc<dyn TimerStore>,
-    queue: Arc<dyn LoadQueue>,
+    queue: Arc<dyn EventPublisher>,
     clock: Arc<dyn Clock>,
     config: PumpConfig,
 }
@@ -87,7 +87,7 @@ pub fn timer_fired_event(timer: &TimerRow, now: DateTime<Utc>) -> InboundEvent {
 }
 
 impl TimerPump {
-    pub fn new(timers: Arc<dyn TimerStore>, queue: Arc<dyn LoadQueue>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(timers: Arc<dyn TimerStore>, queue: Arc<dyn EventPublisher>, clock: Arc<dyn Clock>) -> Self {
         TimerPump { timers, queue, clock, config: PumpConfig::default() }
     }
 

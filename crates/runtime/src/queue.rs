@@ -39,12 +39,20 @@ impl Delivery {
     }
 }
 
-/// The queue the worker consumes, the relay publishes outcomes to and the pump publishes
-/// `timer_fired` events to.
+/// Where events are put for the worker: the relay's `action_outcome`s, the pump's `timer_fired`
+/// events, the load test's generated traffic. The [`LoadQueue`] itself, or only its sending half
+/// (a producer of the inbound Kafka topic, whose consumer is the worker's, in this process or
+/// another).
 #[async_trait]
-pub trait LoadQueue: Send + Sync + std::fmt::Debug {
+pub trait EventPublisher: Send + Sync + std::fmt::Debug {
     /// Appends an event at the tail of its load's queue.
     async fn publish(&self, event: InboundEvent) -> Result<(), QueueError>;
+}
+
+/// The queue the worker consumes: an [`EventPublisher`] that also hands the events out, one run
+/// in flight per load.
+#[async_trait]
+pub trait LoadQueue: EventPublisher {
     /// The next event of a load with no run in flight, or `None` when there is none now.
     async fn try_receive(&self) -> Option<Delivery>;
     /// Waits for the next event of a load with no run in flight; `None` once closed and drained.
@@ -186,11 +194,14 @@ impl Default for InProcessQueue {
 }
 
 #[async_trait]
-impl LoadQueue for InProcessQueue {
+impl EventPublisher for InProcessQueue {
     async fn publish(&self, event: InboundEvent) -> Result<(), QueueError> {
         self.push(event, 1, false)
     }
+}
 
+#[async_trait]
+impl LoadQueue for InProcessQueue {
     async fn try_receive(&self) -> Option<Delivery> {
         self.lock().take()
     }

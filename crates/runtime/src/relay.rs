@@ -60,7 +60,7 @@ use crate::alerts::{OpsAlert, OpsAlerts, class_label};
 use crate::clock::Clock;
 use crate::delivery::{DeliveryCommand, DeliveryError, Destinations, FakeServices, Receipt};
 use crate::metric_names as names;
-use crate::queue::LoadQueue;
+use crate::queue::EventPublisher;
 use crate::shutdown::Shutdown;
 use crate::stages::{self, Stage};
 
@@ -200,7 +200,7 @@ pub struct Relay {
     outbox: Arc<dyn Outbox>,
     timers: Arc<dyn TimerStore>,
     destinations: Arc<dyn Destinations>,
-    queue: Arc<dyn LoadQueue>,
+    queue: Arc<dyn EventPublisher>,
     clock: Arc<dyn Clock>,
     alerts: OpsAlerts,
     config: RelayConfig,
@@ -274,7 +274,7 @@ impl Relay {
         outbox: Arc<dyn Outbox>,
         timers: Arc<dyn TimerStore>,
         destinations: Arc<dyn Destinations>,
-        queue: Arc<dyn LoadQueue>,
+        queue: Arc<dyn EventPublisher>,
         clock: Arc<dyn Clock>,
     ) -> Self {
         Relay {

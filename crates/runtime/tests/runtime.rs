@@ -13,9 +13,10 @@ use load_agent_domain::{
 };
 use load_agent_llm::{FakeLlm, LlmClient};
 use load_agent_runtime::{
-    CacheConfig, Clock, DeliveryCommand, DeliveryError, Destinations, FailMode, FakeClock, FakeServices,
-    FaultRule, InProcessQueue, InProcessRuntime, LoadQueue, LogProjection, PumpConfig, Receipt, Relay,
-    RelayConfig, RetryPolicy, RunOutcome, RuntimeConfig, SnapshotCache, SnapshotSource, TimerPump, Worker,
+    CacheConfig, Clock, DeliveryCommand, DeliveryError, Destinations, EventPublisher, FailMode, FakeClock,
+    FakeServices, FaultRule, InProcessQueue, InProcessRuntime, LoadQueue, LogProjection, PumpConfig, Receipt,
+    Relay, RelayConfig, RetryPolicy, RunOutcome, RuntimeConfig, SnapshotCache, SnapshotSource, TimerPump,
+    Worker,
 };
 use load_agent_store::{
     AppendError, ClaimError, ClaimedRow, DelegatingOutbox, DispatchedMark, EventStore, FailedMark,

@@ -86,7 +86,7 @@ mod imp {
         ConsumerConfig, KafkaConfig, KafkaEventPublisher, consume, ensure_topics, relay_ends,
     };
     use load_agent_runtime::{
-        Clock, ContactLimitedOutbox, LoadQueue, PumpConfig, Relay, RelayConfig, SendLimits, Shutdown,
+        Clock, ContactLimitedOutbox, EventPublisher, PumpConfig, Relay, RelayConfig, SendLimits, Shutdown,
         SystemClock, TimerPump, shutdown_channel,
     };
     use load_agent_store::{Outbox, Stores};
@@ -182,7 +182,7 @@ mod imp {
         clock: Arc<dyn Clock>,
         config: PumpConfig,
     ) -> Result<TimerPump, CliError> {
-        let publisher: Arc<dyn LoadQueue> = Arc::new(
+        let publisher: Arc<dyn EventPublisher> = Arc::new(
             KafkaEventPublisher::new(kafka, "load-agent-timer-pump")
                 .or_fail("load-agent: timer pump producer")?,
         );

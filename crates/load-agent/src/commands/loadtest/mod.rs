@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use clap::Args;
 use load_agent_domain::InboundEvent;
-use load_agent_runtime::{Clock, LoadQueue, shutdown_channel};
+use load_agent_runtime::{Clock, EventPublisher, shutdown_channel};
 use load_agent_store::{Stores, migrate, open_store_with};
 use serde::Serialize;
 use tokio::task::JoinSet;
@@ -368,7 +368,7 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> Result<(), CliErr
 /// The running service: how events get in.
 struct Started {
     mode: &'static str,
-    queue: Arc<dyn LoadQueue>,
+    queue: Arc<dyn EventPublisher>,
     /// Kafka mode: the broker floor probe, ending at shutdown with its samples.
     floor: Option<tokio::task::JoinHandle<Vec<(Instant, f64)>>>,
 }
@@ -407,7 +407,12 @@ async fn start_service(
 }
 
 /// Hands one event over without waiting for it (at most 512 hand-overs in flight).
-async fn publish(queue: &Arc<dyn LoadQueue>, probe: &Arc<Probe>, set: &mut JoinSet<()>, event: InboundEvent) {
+async fn publish(
+    queue: &Arc<dyn EventPublisher>,
+    probe: &Arc<Probe>,
+    set: &mut JoinSet<()>,
+    event: InboundEvent,
+) {
     while set.len() >= 512 {
         let _ = set.join_next().await;
     }
@@ -733,22 +738,10 @@ mod kafka {
     }
 
     #[async_trait::async_trait]
-    impl LoadQueue for Publishers {
+    impl EventPublisher for Publishers {
         async fn publish(&self, event: InboundEvent) -> Result<(), load_agent_runtime::QueueError> {
             self.of(&event.load_id).publish(event).await
         }
-
-        async fn try_receive(&self) -> Option<load_agent_runtime::Delivery> {
-            None
-        }
-
-        async fn receive(&self) -> Option<load_agent_runtime::Delivery> {
-            None
-        }
-
-        async fn ack(&self, _delivery: &load_agent_runtime::Delivery) {}
-
-        async fn nack(&self, _delivery: load_agent_runtime::Delivery) {}
     }
 
     #[allow(clippy::too_many_arguments)]
