@@ -338,8 +338,8 @@ impl Destinations for KafkaDestinations {
 
 /// Publishes events to the inbound topic (keyed by `load_id`, Avro `InboundEvent`): what the
 /// relay (`action_outcome`) and the timer pump (`timer_fired`) hand to [`EventPublisher::publish`].
-/// Consumption is the Kafka consumer's job, so the receiving half of the trait is empty:
-/// `try_receive`/`receive` return `None` and `ack`/`nack` do nothing.
+/// Consumption is the Kafka consumer's job, so this is only the queue's sending half, not a
+/// `LoadQueue`.
 pub struct KafkaEventPublisher {
     producer: Producer,
     topic: String,
