@@ -42,6 +42,9 @@ pub struct KafkaSettings {
     pub session_timeout_ms: u64,
     /// `heartbeat.interval.ms`: how often a worker tells the group it is alive.
     pub heartbeat_interval_ms: u64,
+    /// Lanes of the relay's and the timer pump's producers: each an idempotent producer with its
+    /// own connection to every broker, a record's key always through the same lane (1..=16).
+    pub producer_lanes: usize,
     /// Create missing topics at start (development and tests; production creates them ahead).
     pub create_topics: bool,
     /// Partitions of topics created with `create_topics`.
@@ -65,11 +68,16 @@ impl Default for KafkaSettings {
             max_in_flight: 1000,
             session_timeout_ms: 45_000,
             heartbeat_interval_ms: 3_000,
+            producer_lanes: DEFAULT_PRODUCER_LANES,
             create_topics: false,
             partitions: 12,
         }
     }
 }
+
+/// `kafka.producer_lanes`'s default: half of the default 12 partitions per lane, so each lane
+/// writes whole partitions of its own (docs/kafka.md, "Producer lanes").
+pub const DEFAULT_PRODUCER_LANES: usize = 2;
 
 /// `kafka.security_protocol` values (librdkafka's `security.protocol`, upper case).
 pub const KAFKA_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
@@ -96,6 +104,9 @@ impl KafkaSettings {
                     self.session_timeout_ms
                 ),
             ));
+        }
+        if !(1..=16).contains(&self.producer_lanes) {
+            return Err(bad("kafka.producer_lanes", "must be between 1 and 16"));
         }
         if self.partitions <= 0 {
             return Err(bad("kafka.partitions", "must be at least 1"));
@@ -197,5 +208,11 @@ mod tests {
             .validate()
             .expect_err("TLS");
         assert_eq!(e.setting, "kafka.security_protocol");
+        for lanes in [0, 17] {
+            let e = KafkaSettings { producer_lanes: lanes, ..KafkaSettings::default() }
+                .validate()
+                .expect_err("lanes out of range");
+            assert_eq!(e.setting, "kafka.producer_lanes");
+        }
     }
 }

@@ -39,6 +39,9 @@ pub struct KafkaConfig {
     /// How often a worker heartbeats to the coordinator (`heartbeat.interval.ms`); below the
     /// session timeout (a third of it or less is librdkafka's advice).
     pub heartbeat_interval: Duration,
+    /// Lanes of the relay's and the timer pump's producers ([`crate::Producer::with_lanes`]):
+    /// each its own connection to every broker, a key always through the same one.
+    pub producer_lanes: usize,
     /// Extra librdkafka properties applied last, to every client (e.g. security settings).
     pub client_overrides: Vec<(String, String)>,
     /// The schema ids producers frame records with: the embedded registry's fixed ids, or the
@@ -65,6 +68,7 @@ impl std::fmt::Debug for KafkaConfig {
             .field("send_timeout", &self.send_timeout)
             .field("session_timeout", &self.session_timeout)
             .field("heartbeat_interval", &self.heartbeat_interval)
+            .field("producer_lanes", &self.producer_lanes)
             .field("client_overrides", &overrides)
             .field("schema_ids", &self.schema_ids)
             .finish()
@@ -124,6 +128,7 @@ impl KafkaConfig {
             send_timeout: Duration::from_secs(30),
             session_timeout: Duration::from_secs(45),
             heartbeat_interval: Duration::from_secs(3),
+            producer_lanes: load_agent_ingest::settings::DEFAULT_PRODUCER_LANES,
             client_overrides: Vec::new(),
             schema_ids: SchemaIds::embedded(),
         }
@@ -154,6 +159,7 @@ impl KafkaConfig {
             group_id: settings.group_id.clone(),
             session_timeout: Duration::from_millis(settings.session_timeout_ms),
             heartbeat_interval: Duration::from_millis(settings.heartbeat_interval_ms),
+            producer_lanes: settings.producer_lanes,
             client_overrides: settings.client_overrides(),
             ..KafkaConfig::new(settings.brokers.clone())
         }
@@ -282,6 +288,7 @@ mod tests {
             sasl_password: load_agent_domain::settings::Secret::new("p"),
             session_timeout_ms: 6_000,
             heartbeat_interval_ms: 1_000,
+            producer_lanes: 3,
             ..KafkaSettings::default()
         };
         settings.validate().expect("valid");
@@ -295,6 +302,7 @@ mod tests {
             (c.session_timeout, c.heartbeat_interval),
             (Duration::from_secs(6), Duration::from_secs(1))
         );
+        assert_eq!(c.producer_lanes, 3);
         assert!(c.client_overrides.contains(&("sasl.password".to_string(), "p".to_string())));
         assert!(!format!("{c:?}").contains("\"p\""), "the password is masked in Debug");
     }

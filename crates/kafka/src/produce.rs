@@ -19,6 +19,7 @@ use load_agent_avro::Addresses;
 use load_agent_avro::action_command::encode_action_command_with_id;
 use load_agent_avro::inbound::encode_inbound_with_id;
 use load_agent_domain::{Destination, InboundEvent, OutcomeStatus};
+use load_agent_ingest::dump_spec::partition_for;
 use load_agent_ingest::{DeadLetter, InboundRecord};
 use load_agent_runtime::{
     CacheConfig, DeliveryCommand, DeliveryError, Destinations, EventPublisher, QueueError, Receipt,
@@ -44,27 +45,45 @@ pub const HEADER_ACTION_KIND: &str = "action-kind";
 /// Header naming who wrote an inbound record the agent produced itself.
 pub use load_agent_ingest::record::HEADER_SOURCE;
 
-/// An idempotent producer that waits for each acknowledgement.
+/// An idempotent producer that waits for each acknowledgement, over one or more *lanes*.
+///
+/// A lane is one librdkafka producer, with its own connection to each broker. librdkafka puts
+/// one partition in each produce request (confluentinc/librdkafka#1700) and an idempotent
+/// producer keeps at most 5 requests in flight per connection, so one lane sends a burst of
+/// records for twelve partitions as three rounds of acknowledgements, one after the other.
+/// With several lanes ([`Producer::with_lanes`], `kafka.producer_lanes`) a record goes through
+/// the lane its key picks, as the partitioner picks its partition (Kafka's murmur2 of the key,
+/// modulo the lanes), so a key always goes through the same lane (its records keep their order)
+/// and, with a lane count that divides the partitions, each lane writes whole partitions of its
+/// own; the lanes' requests are in flight side by side. A record without a key takes the first
+/// lane.
 ///
 /// An idempotent producer can fail for good: librdkafka raises a *fatal* error (a broker that
 /// reports an out-of-order sequence number, a fenced producer id) and from then on refuses every
-/// record. The send that meets one replaces the producer with a new one (a new producer id and
-/// sequence) and returns its error as a retryable one, so the relay's next attempt goes through
-/// instead of the process needing a restart.
+/// record. The send that meets one replaces that lane's producer with a new one (a new producer
+/// id and sequence) and returns its error as a retryable one, so the relay's next attempt goes
+/// through instead of the process needing a restart.
 #[derive(Clone)]
 pub struct Producer {
-    inner: Arc<std::sync::RwLock<FutureProducer<ProducerStats>>>,
+    lanes: Arc<[Lane]>,
     config: rdkafka::ClientConfig,
-    context: ProducerStats,
     timeout: Duration,
 }
 
+/// One lane: its current producer, replaced when it fails for good.
+struct Lane {
+    current: std::sync::RwLock<FutureProducer<ProducerStats>>,
+    context: ProducerStats,
+}
+
 /// A producer's librdkafka context: its statistics give the round trip of its produce requests
-/// to each broker, as the gauge `load_agent_producer_broker_round_trip_seconds{client}` and to
-/// the load test's probe.
+/// to each broker, as the gauge `load_agent_producer_broker_round_trip_seconds{client,lane}`
+/// and to the load test's probe (the lanes of one client together).
 #[derive(Clone)]
 pub struct ProducerStats {
     client: Arc<str>,
+    /// 1-based.
+    lane: usize,
 }
 
 impl rdkafka::ClientContext for ProducerStats {
@@ -72,7 +91,7 @@ impl rdkafka::ClientContext for ProducerStats {
         crate::stats::publish(
             &statistics,
             Some(names::PRODUCER_ROUND_TRIP_SECONDS),
-            &[("client", self.client.to_string())],
+            &[("client", self.client.to_string()), ("lane", self.lane.to_string())],
             &self.client,
         );
     }
@@ -80,7 +99,10 @@ impl rdkafka::ClientContext for ProducerStats {
 
 impl std::fmt::Debug for Producer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Producer").field("timeout", &self.timeout).finish_non_exhaustive()
+        f.debug_struct("Producer")
+            .field("lanes", &self.lanes.len())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
     }
 }
 
@@ -100,23 +122,51 @@ impl Written {
 }
 
 impl Producer {
-    /// Builds the idempotent producer of `config` (no network until the first send); `client`
-    /// names it in its round-trip metric (`actions`, `dlq`, an event publisher's source, ...).
+    /// Builds the idempotent producer of `config`, one lane (no network until the first send);
+    /// `client` names it in its round-trip metric (`dlq`, `floor-producer`, ...).
     pub fn new(config: &KafkaConfig, client: &str) -> Result<Self, KafkaError> {
-        let settings = config.producer_config();
-        let context = ProducerStats { client: client.into() };
-        let inner = settings.create_with_context(context.clone())?;
-        Ok(Producer {
-            inner: Arc::new(std::sync::RwLock::new(inner)),
-            config: settings,
-            context,
-            timeout: config.send_timeout,
-        })
+        Self::with_lanes(config, client, 1)
     }
 
+    /// The same over `lanes` producers (at least 1), a key always through the same one.
+    pub fn with_lanes(config: &KafkaConfig, client: &str, lanes: usize) -> Result<Self, KafkaError> {
+        let settings = config.producer_config();
+        let client: Arc<str> = client.into();
+        let lanes = (1..=lanes.max(1))
+            .map(|lane| {
+                let context = ProducerStats { client: client.clone(), lane };
+                let producer = settings.create_with_context(context.clone())?;
+                Ok(Lane { current: std::sync::RwLock::new(producer), context })
+            })
+            .collect::<Result<Vec<_>, KafkaError>>()?;
+        Ok(Producer { lanes: lanes.into(), config: settings, timeout: config.send_timeout })
+    }
+
+    /// How many lanes the producer has.
+    pub fn lanes(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// The lane of a record with this key (0-based): the partitioner's murmur2 modulo the
+    /// lanes; the first lane without a key.
+    fn lane_index(&self, key: Option<&[u8]>) -> usize {
+        let count = u32::try_from(self.lanes.len()).unwrap_or(u32::MAX);
+        let i = match key {
+            Some(k) if count > 1 => usize::try_from(partition_for(k, count)).unwrap_or(0),
+            _ => 0,
+        };
+        i.min(self.lanes.len() - 1)
+    }
+
+    fn lane(&self, key: Option<&[u8]>) -> &Lane {
+        &self.lanes[self.lane_index(key)]
+    }
+}
+
+impl Lane {
     /// The current producer (a cheap handle; a replaced one finishes its own sends).
     fn current(&self) -> FutureProducer<ProducerStats> {
-        match self.inner.read() {
+        match self.current.read() {
             Ok(p) => p.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
@@ -124,28 +174,30 @@ impl Producer {
 
     /// Replaces `failed` when librdkafka says it failed for good; a concurrent send that met the
     /// same error finds it replaced already.
-    fn replace_if_fatal(&self, failed: &FutureProducer<ProducerStats>) {
+    fn replace_if_fatal(&self, failed: &FutureProducer<ProducerStats>, settings: &rdkafka::ClientConfig) {
         let Some((code, reason)) = failed.client().fatal_error() else {
             return;
         };
-        let mut guard = match self.inner.write() {
+        let mut guard = match self.current.write() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
         if guard.client().fatal_error().is_none() {
             return;
         }
-        match self.config.create_with_context(self.context.clone()) {
+        match settings.create_with_context(self.context.clone()) {
             Ok(fresh) => {
-                warn!(?code, %reason, "the Kafka producer failed for good; replaced by a new one");
+                warn!(?code, %reason, lane = self.context.lane, "the Kafka producer failed for good; replaced by a new one");
                 *guard = fresh;
             }
             Err(e) => {
-                warn!(?code, %reason, error = %e, "the Kafka producer failed for good and could not be replaced")
+                warn!(?code, %reason, lane = self.context.lane, error = %e, "the Kafka producer failed for good and could not be replaced")
             }
         }
     }
+}
 
+impl Producer {
     /// Sends one record and waits until the broker acknowledges it. Headers are name/value
     /// pairs, borrowed (`(&str, &[u8])`) or owned (`(String, Vec<u8>)`).
     pub async fn send<N: AsRef<str>, V: AsRef<[u8]>>(
@@ -166,19 +218,24 @@ impl Producer {
         if let Some(v) = value {
             record = record.payload(v);
         }
-        let producer = self.current();
+        let lane = self.lane(key);
+        let producer = lane.current();
         match producer.send(record, self.timeout).await {
             Ok(d) => Ok(Written { topic: topic.to_owned(), partition: d.partition, offset: d.offset }),
             Err((e, _)) => {
-                self.replace_if_fatal(&producer);
+                lane.replace_if_fatal(&producer, &self.config);
                 Err(e)
             }
         }
     }
 
-    /// Waits for every queued record (shutdown).
+    /// Waits for every queued record of every lane (shutdown).
     pub fn flush(&self, timeout: Duration) -> Result<(), KafkaError> {
-        self.current().flush(timeout)
+        let deadline = std::time::Instant::now() + timeout;
+        for lane in self.lanes.iter() {
+            lane.current().flush(deadline.saturating_duration_since(std::time::Instant::now()))?;
+        }
+        Ok(())
     }
 }
 
@@ -280,7 +337,7 @@ impl KafkaDestinations {
     /// commands carry the contact id only.
     pub fn new(config: &KafkaConfig, addresses: Option<Arc<dyn AddressBook>>) -> Result<Self, KafkaError> {
         Ok(KafkaDestinations {
-            producer: Producer::new(config, "actions")?,
+            producer: Producer::with_lanes(config, "actions", config.producer_lanes)?,
             config: config.clone(),
             addresses,
         })
@@ -355,10 +412,10 @@ impl std::fmt::Debug for KafkaEventPublisher {
 
 impl KafkaEventPublisher {
     /// `source`: the value of the `source` header of every record (`load-agent-relay`,
-    /// `load-agent-timer-pump`, ...).
+    /// `load-agent-timer-pump`, ...); over `config.producer_lanes` lanes.
     pub fn new(config: &KafkaConfig, source: &str) -> Result<Self, KafkaError> {
         Ok(KafkaEventPublisher {
-            producer: Producer::new(config, source)?,
+            producer: Producer::with_lanes(config, source, config.producer_lanes)?,
             topic: config.events_topic.clone(),
             source: source.into(),
             schema_id: config.schema_ids.inbound_event,
@@ -517,7 +574,8 @@ mod tests {
         cluster.create_topic("t", 1, 1).expect("a topic");
         let mut config = KafkaConfig::new(cluster.bootstrap_servers());
         config.send_timeout = Duration::from_secs(10);
-        let producer = Producer::new(&config, "test").expect("a producer");
+        // Over three lanes: the lane of the key `k` is replaced, the others are not touched.
+        let producer = Producer::with_lanes(&config, "test", 3).expect("a producer");
         producer.send::<&str, &[u8]>("t", Some(b"k"), Some(b"one"), &[]).await.expect("the first send");
         cluster.request_errors(
             RDKafkaApiKey::Produce,
@@ -528,6 +586,50 @@ mod tests {
         assert!(is_retryable(&e), "{e:?}");
         let written = producer.send::<&str, &[u8]>("t", Some(b"k"), Some(b"three"), &[]).await;
         assert!(written.is_ok(), "the replaced producer writes: {written:?}");
+    }
+
+    /// Over four lanes and twelve partitions, each key's records land on its partition (the
+    /// partitioner's) in the order they were sent, a partition is written by one lane only, and
+    /// every lane is used.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lanes_keep_each_keys_order_and_split_the_partitions_between_them() {
+        use std::collections::{HashMap, HashSet};
+
+        use rdkafka::mocking::MockCluster;
+
+        let cluster = MockCluster::new(1).expect("a mock cluster");
+        cluster.create_topic("t", 12, 1).expect("a topic");
+        let config = KafkaConfig::new(cluster.bootstrap_servers());
+        let producer = Producer::with_lanes(&config, "test", 4).expect("four lanes");
+        assert_eq!(producer.lanes(), 4);
+        let keys: Vec<String> = (0..60).map(|n| format!("L-{n}")).collect();
+        let written = futures::future::join_all(keys.iter().map(|key| {
+            let producer = producer.clone();
+            async move {
+                let mut written = Vec::new();
+                for i in 0..3 {
+                    let value = format!("{key}/{i}");
+                    let w =
+                        producer.send::<&str, &[u8]>("t", Some(key.as_bytes()), Some(value.as_bytes()), &[]);
+                    written.push(w.await.expect("written"));
+                }
+                written
+            }
+        }))
+        .await;
+        let mut lanes_of_partition: HashMap<i32, HashSet<usize>> = HashMap::new();
+        for (key, written) in keys.iter().zip(&written) {
+            let partition = partition_for(key.as_bytes(), 12);
+            assert!(written.iter().all(|w| w.partition == partition), "{key}: {written:?}");
+            assert!(written.windows(2).all(|w| w[0].offset < w[1].offset), "{key} in order: {written:?}");
+            let lane = producer.lane_index(Some(key.as_bytes()));
+            lanes_of_partition.entry(partition).or_default().insert(lane);
+        }
+        assert!(lanes_of_partition.values().all(|lanes| lanes.len() == 1), "{lanes_of_partition:?}");
+        let used: HashSet<usize> = lanes_of_partition.values().flatten().copied().collect();
+        assert_eq!(used.len(), 4, "every lane writes");
+        assert_eq!(producer.lane_index(None), 0, "no key: the first lane");
+        producer.flush(Duration::from_secs(5)).expect("flushed");
     }
 
     #[test]

@@ -773,10 +773,13 @@ mod kafka {
             .or_fail(format!("load-agent loadtest: creating topics on {brokers}"))?;
         let pipeline = Pipeline { settings: &s, stores, kafka: &kafka, registry: None, parts, clock };
         pipeline.spawn(Role::All, tasks, shutdown)?;
+        // Each generated producer is one client of one lane, as an integration service's
+        // producer is: `--producers` says how many there are, not the service's lanes.
+        let one_lane = load_agent_kafka::KafkaConfig { producer_lanes: 1, ..kafka.clone() };
         let publishers = (1..=generator.producers.max(1))
             .map(|i| match generator.producers {
-                1 => KafkaEventPublisher::new(&kafka, "load-agent-loadtest"),
-                _ => KafkaEventPublisher::new(&kafka, &format!("load-agent-loadtest-{i}")),
+                1 => KafkaEventPublisher::new(&one_lane, "load-agent-loadtest"),
+                _ => KafkaEventPublisher::new(&one_lane, &format!("load-agent-loadtest-{i}")),
             })
             .collect::<Result<Vec<_>, _>>()
             .or_fail("load-agent loadtest: producer")?;
