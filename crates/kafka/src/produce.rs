@@ -161,43 +161,7 @@ impl Producer {
     fn lane(&self, key: Option<&[u8]>) -> &Lane {
         &self.lanes[self.lane_index(key)]
     }
-}
 
-impl Lane {
-    /// The current producer (a cheap handle; a replaced one finishes its own sends).
-    fn current(&self) -> FutureProducer<ProducerStats> {
-        match self.current.read() {
-            Ok(p) => p.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-
-    /// Replaces `failed` when librdkafka says it failed for good; a concurrent send that met the
-    /// same error finds it replaced already.
-    fn replace_if_fatal(&self, failed: &FutureProducer<ProducerStats>, settings: &rdkafka::ClientConfig) {
-        let Some((code, reason)) = failed.client().fatal_error() else {
-            return;
-        };
-        let mut guard = match self.current.write() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if guard.client().fatal_error().is_none() {
-            return;
-        }
-        match settings.create_with_context(self.context.clone()) {
-            Ok(fresh) => {
-                warn!(?code, %reason, lane = self.context.lane, "the Kafka producer failed for good; replaced by a new one");
-                *guard = fresh;
-            }
-            Err(e) => {
-                warn!(?code, %reason, lane = self.context.lane, error = %e, "the Kafka producer failed for good and could not be replaced")
-            }
-        }
-    }
-}
-
-impl Producer {
     /// Sends one record and waits until the broker acknowledges it. Headers are name/value
     /// pairs, borrowed (`(&str, &[u8])`) or owned (`(String, Vec<u8>)`).
     pub async fn send<N: AsRef<str>, V: AsRef<[u8]>>(
@@ -236,6 +200,40 @@ impl Producer {
             lane.current().flush(deadline.saturating_duration_since(std::time::Instant::now()))?;
         }
         Ok(())
+    }
+}
+
+impl Lane {
+    /// The current producer (a cheap handle; a replaced one finishes its own sends).
+    fn current(&self) -> FutureProducer<ProducerStats> {
+        match self.current.read() {
+            Ok(p) => p.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Replaces `failed` when librdkafka says it failed for good; a concurrent send that met the
+    /// same error finds it replaced already.
+    fn replace_if_fatal(&self, failed: &FutureProducer<ProducerStats>, settings: &rdkafka::ClientConfig) {
+        let Some((code, reason)) = failed.client().fatal_error() else {
+            return;
+        };
+        let mut guard = match self.current.write() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if guard.client().fatal_error().is_none() {
+            return;
+        }
+        match settings.create_with_context(self.context.clone()) {
+            Ok(fresh) => {
+                warn!(?code, %reason, lane = self.context.lane, "the Kafka producer failed for good; replaced by a new one");
+                *guard = fresh;
+            }
+            Err(e) => {
+                warn!(?code, %reason, lane = self.context.lane, error = %e, "the Kafka producer failed for good and could not be replaced")
+            }
+        }
     }
 }
 
