@@ -35,15 +35,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, TimeDelta, Utc};
 use criterion::{Criterion, criterion_group, criterion_main};
 use load_agent_store::{AttentionQuery, PgStore, StoreOptions, Stores};
-use load_agent_testkit::store::{base_time, bench_postgres};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
+use load_agent_testkit::store::{base_time, bench_postgres, bench_runtime};
 
 /// Criterion's own rule: test mode unless run with `--bench` alone (`cargo bench` passes
 /// `--bench`, `cargo test --benches` does not; `cargo bench -- --test` passes both).
@@ -279,7 +271,7 @@ impl Fleet {
 }
 
 fn console(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = bench_runtime();
     let (large, small) = sizes();
     let (big, sparse, little) = rt.block_on(async {
         let big = Fleet::build(large, 1).await;

@@ -33,19 +33,11 @@ use load_agent_runtime::{
     Receipt, Relay, RelayConfig,
 };
 use load_agent_store::{ClaimedRow, PgStore, StoreOptions, Stores, TimerRow};
-use load_agent_testkit::store::{base_time, bench_postgres, prepare_rows};
+use load_agent_testkit::store::{base_time, bench_postgres, bench_runtime, prepare_rows};
 
 /// Rows claimed per pass and rows in flight.
 const BATCH: usize = 100;
 const CONCURRENCY: usize = 64;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
 
 fn now() -> DateTime<Utc> {
     base_time() + TimeDelta::days(1)
@@ -169,7 +161,7 @@ async fn per_row(stores: &Stores, rows: u64, ack: Duration) -> Duration {
 }
 
 fn relay(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = bench_runtime();
     let (stores, pg) = rt.block_on(open());
     let mut group = c.benchmark_group("relay_rows");
     group.sample_size(10).measurement_time(Duration::from_secs(10)).warm_up_time(Duration::from_secs(2));

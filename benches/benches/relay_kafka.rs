@@ -41,15 +41,7 @@ use load_agent_runtime::{
     RuntimeConfig, TimerSettings, WorkerSettings,
 };
 use load_agent_store::{PgStore, StoreOptions, Stores};
-use load_agent_testkit::store::{agent_append, base_time, bench_postgres, prepare_rows};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
+use load_agent_testkit::store::{agent_append, base_time, bench_postgres, bench_runtime, prepare_rows};
 
 fn now() -> DateTime<Utc> {
     base_time() + TimeDelta::days(1)
@@ -196,7 +188,7 @@ async fn open() -> (Stores, PgStore) {
 }
 
 fn relay_kafka(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = bench_runtime();
     let (stores, pg) = rt.block_on(open());
     let (config, partitions) = rt.block_on(kafka());
     eprintln!(

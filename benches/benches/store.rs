@@ -24,16 +24,8 @@ use load_agent_store::{
 };
 use load_agent_testkit::events::entry;
 use load_agent_testkit::load::sample_load;
-use load_agent_testkit::store::{agent_append, base_time, bench_postgres, prepare_rows};
+use load_agent_testkit::store::{agent_append, base_time, bench_postgres, bench_runtime, prepare_rows};
 use sqlx::PgPool;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
 
 /// The backends under test; the Postgres schema is dropped by [`Backends::close`].
 struct Backends {
@@ -172,7 +164,7 @@ async fn batched_appends(stores: &Stores, tasks: usize, per_batch: usize, iters:
 }
 
 fn append(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = bench_runtime();
     let backends = rt.block_on(Backends::open());
     let mut group = c.benchmark_group("store_append");
     group.sample_size(10).measurement_time(Duration::from_secs(15)).warm_up_time(Duration::from_secs(3));
@@ -200,7 +192,7 @@ fn append(c: &mut Criterion) {
 }
 
 fn read_project(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = bench_runtime();
     let backends = rt.block_on(Backends::open());
     let mut group = c.benchmark_group("store_read_project");
     group.sample_size(20);
@@ -366,7 +358,7 @@ async fn analyze(pg: Option<&PgPool>) {
 }
 
 fn claim_mark(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = bench_runtime();
     let backends = rt.block_on(Backends::open());
     let mut group = c.benchmark_group("store_outbox_claim");
     group.sample_size(10).measurement_time(Duration::from_secs(10)).warm_up_time(Duration::from_secs(2));

@@ -1,5 +1,6 @@
 //! Store fixtures: appends of the agent's shape ([`agent_append`], [`prepare_rows`]), where the
-//! Postgres benches run ([`bench_database_url`], [`bench_postgres`]), and [`Intercepted`], an
+//! Postgres benches run ([`bench_database_url`], [`bench_postgres`]) and on what
+//! ([`bench_runtime`]), and [`Intercepted`], an
 //! `EventStore` that forwards to a real one except where a test steps in.
 
 use std::sync::Arc;
@@ -16,6 +17,16 @@ use load_agent_store::{
 /// The time the store and relay fixtures start from: [`crate::t0`].
 pub fn base_time() -> DateTime<Utc> {
     crate::t0()
+}
+
+/// The runtime of the benches that drive a store or a broker: two workers, as on the 2-core
+/// machines their figures come from.
+pub fn bench_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
 }
 
 /// Where the Postgres benches run: `BENCH_DATABASE_URL`, else `DATABASE_URL`, else
