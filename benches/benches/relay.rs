@@ -25,12 +25,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
-use load_agent_domain::{
-    ActionBody, Destination, EventKind, InboundEvent, OutcomeStatus, action_outcome_event_id,
-};
+use load_agent_domain::{ActionBody, Destination, OutcomeStatus};
 use load_agent_runtime::{
     DeliveryCommand, DeliveryError, Destinations, FakeClock, FakeServices, InProcessQueue, LoadQueue,
-    Receipt, Relay, RelayConfig,
+    Receipt, Relay, RelayConfig, outcome_event,
 };
 use load_agent_store::{ClaimedRow, PgStore, StoreOptions, Stores, TimerRow};
 use load_agent_testkit::store::{base_time, bench_postgres, bench_runtime, prepare_rows};
@@ -121,19 +119,7 @@ async fn per_row_one(stores: &Stores, destinations: &AckedFakes, queue: &dyn Loa
             destinations.send(row.destination, &command).await.expect("send").id
         }
     };
-    let outcome = InboundEvent {
-        event_id: action_outcome_event_id(&row.id, OutcomeStatus::Delivered),
-        load_id: row.load_id.clone(),
-        occurred_at: now,
-        kind: EventKind::ActionOutcome {
-            idempotency_key: row.id.clone(),
-            status: OutcomeStatus::Delivered,
-            action_kind: row.action.kind(),
-            contact_id: row.action.body.contact_id().map(str::to_string),
-            hero_channel: false,
-            reason: None,
-        },
-    };
+    let outcome = outcome_event(&row.id, &row.load_id, &row.action, OutcomeStatus::Delivered, None, now);
     queue.publish(outcome).await.expect("publish");
     stores.outbox.mark_dispatched(&row.id, row.claim_token, &receipt, now).await.expect("mark");
 }

@@ -33,12 +33,12 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, TimeDelta, Utc};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
-use load_agent_domain::{Destination, EventKind, InboundEvent, OutcomeStatus, action_outcome_event_id};
+use load_agent_domain::{Destination, OutcomeStatus};
 use load_agent_ingest::KafkaSettings;
-use load_agent_kafka::{KafkaConfig, KafkaDestinations, KafkaEventPublisher, ensure_topics};
+use load_agent_kafka::{KafkaConfig, KafkaDestinations, KafkaEventPublisher, RelayEnds, ensure_topics};
 use load_agent_runtime::{
-    DeliveryCommand, Destinations, EventPublisher, FakeClock, Relay, RelayConfig, RelaySettings,
-    RuntimeConfig, TimerSettings, WorkerSettings,
+    DeliveryCommand, FakeClock, Relay, RelayConfig, RelaySettings, RuntimeConfig, TimerSettings,
+    WorkerSettings, outcome_event,
 };
 use load_agent_store::{PgStore, StoreOptions, Stores};
 use load_agent_testkit::store::{agent_append, base_time, bench_postgres, bench_runtime, prepare_rows};
@@ -86,30 +86,25 @@ async fn kafka() -> (KafkaConfig, i32) {
     (config, partitions)
 }
 
-/// The relay's two Kafka ends at `lanes` producer lanes.
-fn ends(config: &KafkaConfig, lanes: usize) -> (Arc<KafkaDestinations>, Arc<KafkaEventPublisher>) {
+/// The relay's two Kafka ends at `lanes` producer lanes (commands carry the contact id only:
+/// the bench's loads have no registration to read addresses from).
+fn ends(config: &KafkaConfig, lanes: usize) -> RelayEnds {
     let config = KafkaConfig { producer_lanes: lanes, ..config.clone() };
     let destinations = KafkaDestinations::new(&config, None).expect("the action producer");
     let outcomes = KafkaEventPublisher::new(&config, "load-agent-relay").expect("the outcome publisher");
-    (Arc::new(destinations), Arc::new(outcomes))
+    RelayEnds { destinations: Arc::new(destinations), outcomes: Arc::new(outcomes) }
 }
 
 /// The relay as the service runs it, `loops` loops of passes, until `rows` rows are marked.
-async fn relay_rows(
-    stores: &Stores,
-    ends: &(Arc<KafkaDestinations>, Arc<KafkaEventPublisher>),
-    rows: u64,
-) -> Duration {
+async fn relay_rows(stores: &Stores, ends: &RelayEnds, rows: u64) -> Duration {
     prepare_rows(stores, rows, "relay-kafka").await;
     let config = service_relay();
-    let destinations: Arc<dyn Destinations> = ends.0.clone();
-    let outcomes: Arc<dyn EventPublisher> = ends.1.clone();
     let relay = Arc::new(
         Relay::new(
             stores.outbox.clone(),
             stores.timers.clone(),
-            destinations,
-            outcomes,
+            ends.destinations.clone(),
+            ends.outcomes.clone(),
             Arc::new(FakeClock::new(now())),
         )
         .with_config(config),
@@ -139,7 +134,7 @@ async fn relay_rows(
 
 /// The same records straight to the broker: per row its command (a timer row has none) and its
 /// outcome, as many rows in flight as the relay's loops hold.
-async fn broker_only(ends: &(Arc<KafkaDestinations>, Arc<KafkaEventPublisher>), rows: u64) -> Duration {
+async fn broker_only(ends: &RelayEnds, rows: u64) -> Duration {
     let run = uuid::Uuid::new_v4().simple().to_string();
     let outbox: Vec<_> = (0..rows.div_ceil(2))
         .flat_map(|i| agent_append(&format!("broker-{run}-{i}"), 0, 0).1)
@@ -147,7 +142,6 @@ async fn broker_only(ends: &(Arc<KafkaDestinations>, Arc<KafkaEventPublisher>), 
         .collect();
     let config = service_relay();
     let in_flight = config.concurrency.max(1) * config.loops.max(1);
-    let (destinations, outcomes) = ends;
     let start = Instant::now();
     futures::stream::iter(outbox)
         .map(|row| async move {
@@ -158,22 +152,11 @@ async fn broker_only(ends: &(Arc<KafkaDestinations>, Arc<KafkaEventPublisher>), 
                     load_version: row.load_version,
                     action: row.action.clone(),
                 };
-                destinations.send(row.destination, &command).await.expect("send");
+                ends.destinations.send(row.destination, &command).await.expect("send");
             }
-            let outcome = InboundEvent {
-                event_id: action_outcome_event_id(&row.id, OutcomeStatus::Published),
-                load_id: row.load_id.clone(),
-                occurred_at: now(),
-                kind: EventKind::ActionOutcome {
-                    idempotency_key: row.id.clone(),
-                    status: OutcomeStatus::Published,
-                    action_kind: row.action.kind(),
-                    contact_id: row.action.body.contact_id().map(str::to_string),
-                    hero_channel: false,
-                    reason: None,
-                },
-            };
-            outcomes.publish_event(&outcome).await.expect("publish");
+            let outcome =
+                outcome_event(&row.id, &row.load_id, &row.action, OutcomeStatus::Published, None, now());
+            ends.outcomes.publish(outcome).await.expect("publish");
         })
         .buffer_unordered(in_flight)
         .collect::<Vec<()>>()

@@ -61,7 +61,7 @@ pub use harness::{InProcessRuntime, RuntimeConfig, SettleError, SettleReport};
 pub use limit::{ContactLimit, ContactLimitedOutbox, ContactSendLimiter, SendLimits, SendLimitsSetting};
 pub use pump::{PumpConfig, PumpReport, TimerPump, timer_fired_event};
 pub use queue::{Delivery, EventPublisher, InProcessQueue, LoadQueue, QueueError};
-pub use relay::{Relay, RelayConfig, RelayReport, RetryPolicy};
+pub use relay::{Relay, RelayConfig, RelayReport, RetryPolicy, outcome_event};
 pub use settings::{RelaySettings, ShutdownSettings, TimerSettings, WorkerSettings};
 pub use shutdown::{Shutdown, ShutdownTrigger, shutdown_channel};
 pub use snapshot::{LogProjection, SnapshotSource};

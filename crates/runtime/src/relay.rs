@@ -49,7 +49,9 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use futures::StreamExt;
-use load_agent_domain::{ActionBody, EventKind, InboundEvent, OutcomeStatus, action_outcome_event_id};
+use load_agent_domain::{
+    Action, ActionBody, EventKind, InboundEvent, OutcomeStatus, action_outcome_event_id,
+};
 use load_agent_store::{
     ClaimedRow, DispatchedMark, FailedMark, NextAttempt, Outbox, StoreError, TimerRow, TimerStore,
 };
@@ -675,19 +677,7 @@ impl Relay {
         reason: Option<&str>,
         now: DateTime<Utc>,
     ) -> InboundEvent {
-        InboundEvent {
-            event_id: action_outcome_event_id(&row.id, status),
-            load_id: row.load_id.clone(),
-            occurred_at: now,
-            kind: EventKind::ActionOutcome {
-                idempotency_key: row.id.clone(),
-                status,
-                action_kind: row.action.kind(),
-                contact_id: row.action.body.contact_id().map(str::to_string),
-                hero_channel: row.action.body.class() == load_agent_domain::ActionClass::HeroChannel,
-                reason: reason.map(str::to_string),
-            },
-        }
+        outcome_event(&row.id, &row.load_id, &row.action, status, reason, now)
     }
 
     /// Relays until shutdown with `loops` loops of passes, each pausing `idle_poll` after a pass
@@ -736,5 +726,30 @@ impl Relay {
                 }
             }
         }
+    }
+}
+
+/// The `action_outcome` event the relay publishes for the outbox row `idempotency_key` of
+/// `load_id` (its event id from [`action_outcome_event_id`], one per status).
+pub fn outcome_event(
+    idempotency_key: &str,
+    load_id: &str,
+    action: &Action,
+    status: OutcomeStatus,
+    reason: Option<&str>,
+    at: DateTime<Utc>,
+) -> InboundEvent {
+    InboundEvent {
+        event_id: action_outcome_event_id(idempotency_key, status),
+        load_id: load_id.to_owned(),
+        occurred_at: at,
+        kind: EventKind::ActionOutcome {
+            idempotency_key: idempotency_key.to_owned(),
+            status,
+            action_kind: action.kind(),
+            contact_id: action.body.contact_id().map(str::to_string),
+            hero_channel: action.body.class() == load_agent_domain::ActionClass::HeroChannel,
+            reason: reason.map(str::to_string),
+        },
     }
 }
