@@ -109,15 +109,7 @@ async fn per_row_one(stores: &Stores, destinations: &AckedFakes, queue: &dyn Loa
             stores.timers.schedule(&timer).await.expect("schedule");
             format!("scheduled {timer_id}")
         }
-        _ => {
-            let command = DeliveryCommand {
-                idempotency_key: row.id.clone(),
-                load_id: row.load_id.clone(),
-                load_version: row.load_version,
-                action: row.action.clone(),
-            };
-            destinations.send(row.destination, &command).await.expect("send").id
-        }
+        _ => destinations.send(row.destination, &DeliveryCommand::from(&row)).await.expect("send").id,
     };
     let outcome = outcome_event(&row.id, &row.load_id, &row.action, OutcomeStatus::Delivered, None, now);
     queue.publish(outcome).await.expect("publish");

@@ -146,13 +146,7 @@ async fn broker_only(ends: &RelayEnds, rows: u64) -> Duration {
     futures::stream::iter(outbox)
         .map(|row| async move {
             if row.destination != Destination::Timer {
-                let command = DeliveryCommand {
-                    idempotency_key: row.id.clone(),
-                    load_id: row.load_id.clone(),
-                    load_version: row.load_version,
-                    action: row.action.clone(),
-                };
-                ends.destinations.send(row.destination, &command).await.expect("send");
+                ends.destinations.send(row.destination, &DeliveryCommand::from(&row)).await.expect("send");
             }
             let outcome =
                 outcome_event(&row.id, &row.load_id, &row.action, OutcomeStatus::Published, None, now());

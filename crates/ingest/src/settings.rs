@@ -45,6 +45,9 @@ pub struct KafkaSettings {
     /// Lanes of the relay's and the timer pump's producers: each an idempotent producer with its
     /// own connection to every broker, a record's key always through the same lane (1..=16).
     pub producer_lanes: usize,
+    /// `linger.ms` of every producer: how long a record may wait for others to share its
+    /// produce request (0..=1000).
+    pub linger_ms: u64,
     /// Create missing topics at start (development and tests; production creates them ahead).
     pub create_topics: bool,
     /// Partitions of topics created with `create_topics`.
@@ -69,6 +72,7 @@ impl Default for KafkaSettings {
             session_timeout_ms: 45_000,
             heartbeat_interval_ms: 3_000,
             producer_lanes: DEFAULT_PRODUCER_LANES,
+            linger_ms: DEFAULT_LINGER_MS,
             create_topics: false,
             partitions: 12,
         }
@@ -78,6 +82,10 @@ impl Default for KafkaSettings {
 /// `kafka.producer_lanes`'s default: half of the default 12 partitions per lane, so each lane
 /// writes whole partitions of its own (docs/kafka.md, "Producer lanes").
 pub const DEFAULT_PRODUCER_LANES: usize = 2;
+
+/// `kafka.linger_ms`'s default: a record waits at most 5 ms for others to share its produce
+/// request (docs/kafka.md, "Producer lanes": what a longer linger buys and costs).
+pub const DEFAULT_LINGER_MS: u64 = 5;
 
 /// `kafka.security_protocol` values (librdkafka's `security.protocol`, upper case).
 pub const KAFKA_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
@@ -107,6 +115,9 @@ impl KafkaSettings {
         }
         if !(1..=16).contains(&self.producer_lanes) {
             return Err(bad("kafka.producer_lanes", "must be between 1 and 16"));
+        }
+        if self.linger_ms > 1_000 {
+            return Err(bad("kafka.linger_ms", "must be between 0 and 1000"));
         }
         if self.partitions <= 0 {
             return Err(bad("kafka.partitions", "must be at least 1"));
@@ -214,5 +225,10 @@ mod tests {
                 .expect_err("lanes out of range");
             assert_eq!(e.setting, "kafka.producer_lanes");
         }
+        for linger in [0, 1_000] {
+            KafkaSettings { linger_ms: linger, ..KafkaSettings::default() }.validate().expect("in range");
+        }
+        let e = KafkaSettings { linger_ms: 1_001, ..KafkaSettings::default() }.validate().expect_err("1001");
+        assert_eq!(e.setting, "kafka.linger_ms");
     }
 }

@@ -42,6 +42,9 @@ pub struct KafkaConfig {
     /// Lanes of the relay's and the timer pump's producers ([`crate::Producer::with_lanes`]):
     /// each its own connection to every broker, a key always through the same one.
     pub producer_lanes: usize,
+    /// `linger.ms` of every producer: how long a record may wait for others to share its
+    /// produce request.
+    pub linger: Duration,
     /// Extra librdkafka properties applied last, to every client (e.g. security settings).
     pub client_overrides: Vec<(String, String)>,
     /// The schema ids producers frame records with: the embedded registry's fixed ids, or the
@@ -69,6 +72,7 @@ impl std::fmt::Debug for KafkaConfig {
             .field("session_timeout", &self.session_timeout)
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("producer_lanes", &self.producer_lanes)
+            .field("linger", &self.linger)
             .field("client_overrides", &overrides)
             .field("schema_ids", &self.schema_ids)
             .finish()
@@ -129,6 +133,7 @@ impl KafkaConfig {
             session_timeout: Duration::from_secs(45),
             heartbeat_interval: Duration::from_secs(3),
             producer_lanes: load_agent_ingest::settings::DEFAULT_PRODUCER_LANES,
+            linger: Duration::from_millis(load_agent_ingest::settings::DEFAULT_LINGER_MS),
             client_overrides: Vec::new(),
             schema_ids: SchemaIds::embedded(),
         }
@@ -160,6 +165,7 @@ impl KafkaConfig {
             session_timeout: Duration::from_millis(settings.session_timeout_ms),
             heartbeat_interval: Duration::from_millis(settings.heartbeat_interval_ms),
             producer_lanes: settings.producer_lanes,
+            linger: Duration::from_millis(settings.linger_ms),
             client_overrides: settings.client_overrides(),
             ..KafkaConfig::new(settings.brokers.clone())
         }
@@ -187,7 +193,7 @@ impl KafkaConfig {
         c.set("enable.idempotence", "true")
             .set("acks", "all")
             .set("partitioner", "murmur2_random")
-            .set("linger.ms", "5")
+            .set("linger.ms", self.linger.as_millis().to_string())
             // Derived from the service's own record limit (dlq.rs): a dead letter of a record
             // at that limit is never refused by librdkafka itself (its default is 1,000,000).
             .set("message.max.bytes", crate::dlq::PRODUCER_MAX_BYTES.to_string())
@@ -289,6 +295,7 @@ mod tests {
             session_timeout_ms: 6_000,
             heartbeat_interval_ms: 1_000,
             producer_lanes: 3,
+            linger_ms: 20,
             ..KafkaSettings::default()
         };
         settings.validate().expect("valid");
@@ -303,6 +310,7 @@ mod tests {
             (Duration::from_secs(6), Duration::from_secs(1))
         );
         assert_eq!(c.producer_lanes, 3);
+        assert_eq!(c.producer_config().get("linger.ms"), Some("20"));
         assert!(c.client_overrides.contains(&("sasl.password".to_string(), "p".to_string())));
         assert!(!format!("{c:?}").contains("\"p\""), "the password is masked in Debug");
     }

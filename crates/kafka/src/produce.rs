@@ -51,6 +51,18 @@ pub use load_agent_ingest::record::HEADER_SOURCE;
 /// one partition in each produce request (confluentinc/librdkafka#1700) and an idempotent
 /// producer keeps at most 5 requests in flight per connection, so one lane sends a burst of
 /// records for twelve partitions as three rounds of acknowledgements, one after the other.
+/// Which of `count` clients a record with this key goes through (0-based): the partitioner's
+/// murmur2 modulo `count`, so with a count that divides a topic's partitions each client writes
+/// whole partitions of its own. The producer's lanes use it, and so does anything that spreads
+/// keys over several producers the same way (the load test's generators).
+pub fn key_slot(key: &[u8], count: usize) -> usize {
+    if count <= 1 {
+        return 0;
+    }
+    let n = u32::try_from(count).unwrap_or(u32::MAX);
+    usize::try_from(partition_for(key, n)).unwrap_or(0).min(count - 1)
+}
+
 /// With several lanes ([`Producer::with_lanes`], `kafka.producer_lanes`) a record goes through
 /// the lane its key picks, as the partitioner picks its partition (Kafka's murmur2 of the key,
 /// modulo the lanes), so a key always goes through the same lane (its records keep their order)
@@ -150,12 +162,7 @@ impl Producer {
     /// The lane of a record with this key (0-based): the partitioner's murmur2 modulo the
     /// lanes; the first lane without a key.
     fn lane_index(&self, key: Option<&[u8]>) -> usize {
-        let count = u32::try_from(self.lanes.len()).unwrap_or(u32::MAX);
-        let i = match key {
-            Some(k) if count > 1 => usize::try_from(partition_for(k, count)).unwrap_or(0),
-            _ => 0,
-        };
-        i.min(self.lanes.len() - 1)
+        key.map_or(0, |k| key_slot(k, self.lanes.len()))
     }
 
     fn lane(&self, key: Option<&[u8]>) -> &Lane {

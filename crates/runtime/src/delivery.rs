@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use load_agent_domain::{Action, ActionBody, ActionKind, Destination, OutcomeStatus, SlackTarget};
+use load_agent_store::{ClaimedRow, NewOutboxRow};
 use serde::{Deserialize, Serialize};
 
 /// What the relay hands a service: the action as committed, with its key and the log version
@@ -25,6 +26,16 @@ pub struct DeliveryCommand {
 }
 
 impl DeliveryCommand {
+    /// The command for an outbox row: its id is the idempotency key.
+    fn for_row(id: &str, load_id: &str, load_version: u64, action: &Action) -> Self {
+        DeliveryCommand {
+            idempotency_key: id.to_owned(),
+            load_id: load_id.to_owned(),
+            load_version,
+            action: action.clone(),
+        }
+    }
+
     pub fn kind(&self) -> ActionKind {
         self.action.kind()
     }
@@ -32,6 +43,20 @@ impl DeliveryCommand {
     /// The contact the action addresses, if any.
     pub fn contact_id(&self) -> Option<&str> {
         self.action.body.contact_id()
+    }
+}
+
+/// The command the relay sends for a claimed row.
+impl From<&ClaimedRow> for DeliveryCommand {
+    fn from(row: &ClaimedRow) -> Self {
+        DeliveryCommand::for_row(&row.id, &row.load_id, row.load_version, &row.action)
+    }
+}
+
+/// The command a row will be sent as once claimed (benches and tests that send without a claim).
+impl From<&NewOutboxRow> for DeliveryCommand {
+    fn from(row: &NewOutboxRow) -> Self {
+        DeliveryCommand::for_row(&row.id, &row.load_id, row.load_version, &row.action)
     }
 }
 

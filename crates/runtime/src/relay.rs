@@ -384,12 +384,7 @@ impl Relay {
         if now >= row.lease_until {
             return Sent::LeaseLost;
         }
-        let command = DeliveryCommand {
-            idempotency_key: row.id.clone(),
-            load_id: row.load_id.clone(),
-            load_version: row.load_version,
-            action: row.action.clone(),
-        };
+        let command = DeliveryCommand::from(row);
         let sent = if row.destination == load_agent_domain::Destination::Timer {
             match self.timer_faults.as_ref().and_then(|f| f.injected_failure(row.destination, &command)) {
                 Some(e) => Sent::Failed(e),

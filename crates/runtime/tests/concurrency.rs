@@ -588,13 +588,7 @@ where
     assert_eq!(claims.len(), ids.len(), "relay A holds every row");
     assert!(claims.iter().all(|c| c.lease_until == claimed_at + lease), "the store's lease from `now`");
     for claim in claims.iter().take(3) {
-        let command = DeliveryCommand {
-            idempotency_key: claim.id.clone(),
-            load_id: claim.load_id.clone(),
-            load_version: claim.load_version,
-            action: claim.action.clone(),
-        };
-        services_a.send(claim.destination, &command).await.expect("send");
+        services_a.send(claim.destination, &DeliveryCommand::from(claim)).await.expect("send");
     }
 
     // Relay B, another process: nothing to take while A's lease holds, even at its last second.

@@ -731,9 +731,7 @@ mod kafka {
 
     impl Publishers {
         fn of(&self, load_id: &str) -> &KafkaEventPublisher {
-            let count = u32::try_from(self.0.len()).unwrap_or(u32::MAX);
-            let i = load_agent_ingest::dump_spec::partition_for(load_id.as_bytes(), count);
-            &self.0[usize::try_from(i).unwrap_or(0)]
+            &self.0[load_agent_kafka::produce::key_slot(load_id.as_bytes(), self.0.len())]
         }
     }
 
