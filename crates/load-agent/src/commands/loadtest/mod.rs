@@ -308,15 +308,16 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> Result<(), CliErr
         Some(task) => task.await.unwrap_or_default(),
         None => Vec::new(),
     };
-    let minutes = server::minutes(&probe, warm_end, end, &server_samples);
-    let broker_floor_ms = match floor {
-        Some(task) => {
-            let samples = task.await.unwrap_or_default();
-            let in_window = samples.into_iter().filter(|(at, _)| *at >= warm_end && *at < end);
-            Some(Latency::of(in_window.map(|(_, v)| v).collect()))
-        }
+    let floor_samples = match floor {
+        Some(task) => Some(task.await.unwrap_or_default()),
         None => None,
     };
+    let minutes =
+        server::minutes(&probe, warm_end, end, floor_samples.as_deref().unwrap_or_default(), &server_samples);
+    let broker_floor_ms = floor_samples.map(|samples| {
+        let in_window = samples.into_iter().filter(|(at, _)| *at >= warm_end && *at < end);
+        Latency::of(in_window.map(|(_, v)| v).collect())
+    });
     let service_added_ms = broker_floor_ms.as_ref().filter(|f| f.count > 0).map(|f| AddedLatency {
         p50: window.event_to_commit_ms.p50 - f.p50,
         p99: window.event_to_commit_ms.p99 - f.p99,
@@ -653,8 +654,15 @@ fn print_summary(r: &Report) {
                     .map_or(String::new(), |(us, cores)| format!(", server CPU {us:.0} µs/event ({cores:.2} cores)"))
             )
         });
+        let broker = match (m.broker_floor_p99_ms, m.fetch_p99_ms, m.handover_p99_ms) {
+            (Some(floor), fetch, Some(handover)) => format!(
+                " (floor {floor:.1}, fetch {}, hand-over {handover:.1})",
+                fetch.map_or("-".to_string(), |f| format!("{f:.1}"))
+            ),
+            _ => String::new(),
+        };
         println!(
-            "  minute {:>3.0}: {:>6.0} events/s, p99 event → commit {:>7.1} ms{server}",
+            "  minute {:>3.0}: {:>6.0} events/s, p99 event → commit {:>7.1} ms{broker}{server}",
             m.from_secs / 60.0,
             m.committed_events_per_sec,
             m.event_to_commit_p99_ms

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::probe::Probe;
+use super::probe::{Latency, Probe};
 
 /// The server's cumulative counters at one instant.
 #[derive(Debug, Clone, Default, sqlx::FromRow)]
@@ -100,6 +100,15 @@ pub struct Minute {
     pub seconds: f64,
     pub committed_events_per_sec: f64,
     pub event_to_commit_p99_ms: f64,
+    /// Kafka mode: the same minute's broker floor p99 (the probe's records sent in it), and the
+    /// `fetch` stage's and the generator's hand-over's p99, so that a drift over the run shows
+    /// whether it is the broker's, the generator's or the service's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker_floor_p99_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fetch_p99_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handover_p99_ms: Option<f64>,
     /// Postgres only.
     pub server: Option<ServerMinute>,
 }
@@ -182,12 +191,14 @@ fn minute_bounds(from: Instant, to: Instant) -> Vec<Instant> {
     bounds
 }
 
-/// The measured window cut into minutes: the service's rate from the probe, and, when the
-/// server was sampled at the same boundaries, its costs per event.
+/// The measured window cut into minutes: the service's rate from the probe, the broker floor's
+/// samples sent in each minute (Kafka mode), and, when the server was sampled at the same
+/// boundaries, its costs per event.
 pub fn minutes(
     probe: &Probe,
     from: Instant,
     to: Instant,
+    floor: &[(Instant, f64)],
     samples: &[(Instant, ServerSample)],
 ) -> Vec<Minute> {
     minute_bounds(from, to)
@@ -199,11 +210,17 @@ pub fn minutes(
                 (Some((t0, s0)), Some((t1, s1))) => Some(server_minute(w.events_committed, *t0, s0, *t1, s1)),
                 _ => None,
             };
+            let in_minute = floor.iter().filter(|(at, _)| *at >= b[0] && *at < b[1]).map(|(_, v)| *v);
+            let floor = Latency::of(in_minute.collect());
+            let kafka = floor.count > 0;
             Minute {
                 from_secs: (b[0] - from).as_secs_f64(),
                 seconds: w.seconds,
                 committed_events_per_sec: w.events_per_sec,
                 event_to_commit_p99_ms: w.event_to_commit_ms.p99,
+                broker_floor_p99_ms: kafka.then_some(floor.p99),
+                fetch_p99_ms: w.stages_ms.get("fetch").filter(|_| kafka).map(|l| l.p99),
+                handover_p99_ms: kafka.then_some(w.handover_ms.p99),
                 server,
             }
         })
@@ -336,6 +353,9 @@ mod tests {
             seconds: 60.0,
             committed_events_per_sec: 4_000.0,
             event_to_commit_p99_ms: 100.0,
+            broker_floor_p99_ms: None,
+            fetch_p99_ms: None,
+            handover_p99_ms: None,
             server: Some(ServerMinute {
                 wal_bytes_per_event: 3_000.0,
                 wal_records_per_event: 20.0,
@@ -389,6 +409,26 @@ mod tests {
         assert_eq!(secs(minute_bounds(from, from + Duration::from_secs(150))), [0, 60, 120, 150]);
         assert_eq!(secs(minute_bounds(from, from + Duration::from_secs(120))), [0, 60, 120]);
         assert_eq!(secs(minute_bounds(from, from)), [0]);
+    }
+
+    #[test]
+    fn each_minute_has_the_broker_floor_of_its_own_samples() {
+        let probe = Probe::new(1.0);
+        let from = Instant::now();
+        let at = |secs: u64| from + Duration::from_secs(secs);
+        // A floor that slows in the second minute; a sample past the window is not counted.
+        let floor: Vec<(Instant, f64)> = (0..60)
+            .map(|s| (at(s), 40.0))
+            .chain((60..120).map(|s| (at(s), 90.0)))
+            .chain([(at(125), 500.0)])
+            .collect();
+        let minutes = minutes(&probe, from, at(120), &floor, &[]);
+        let floors: Vec<Option<f64>> = minutes.iter().map(|m| m.broker_floor_p99_ms).collect();
+        assert_eq!(floors, [Some(40.0), Some(90.0)]);
+        assert!(minutes.iter().all(|m| m.handover_p99_ms.is_some()), "Kafka mode: the hand-over beside it");
+        // Embedded mode (no floor probe): no broker figures.
+        let embedded = super::minutes(&probe, from, at(120), &[], &[]);
+        assert!(embedded.iter().all(|m| m.broker_floor_p99_ms.is_none() && m.handover_p99_ms.is_none()));
     }
 
     #[test]
