@@ -270,7 +270,7 @@ pub fn is_retryable(e: &KafkaError) -> bool {
 /// its contact's addresses read from the load's snapshot, kept in a [`SnapshotCache`] over
 /// `events`), and the inbound topic its `action_outcome`s go to ([`KafkaEventPublisher`]).
 pub fn relay_ends(events: Arc<dyn EventStore>, config: &KafkaConfig) -> Result<RelayEnds, KafkaError> {
-    let snapshots: Arc<dyn SnapshotSource> = Arc::new(SnapshotCache::new(events, CacheConfig::default()));
+    let snapshots = Arc::new(SnapshotCache::new(events, CacheConfig::default()));
     let addresses: Arc<dyn AddressBook> = Arc::new(SnapshotAddressBook::new(snapshots));
     let destinations = Arc::new(KafkaDestinations::new(config, Some(addresses))?);
     let outcomes = Arc::new(KafkaEventPublisher::new(config, "load-agent-relay")?);
@@ -290,14 +290,17 @@ pub trait AddressBook: Send + Sync {
     async fn addresses(&self, load_id: &str, contact_id: &str) -> Result<Addresses, String>;
 }
 
-/// Reads the contact from the load's projected state (a [`load_agent_runtime::SnapshotCache`] keeps that
-/// cheap).
+/// Reads the contact from the load's registration in its projected state, kept in a
+/// [`SnapshotCache`]. The registration is write-once (the projection keeps a load's first
+/// `load_registered` and ignores any later one), so a cached snapshot that has it holds the
+/// contacts' addresses for good: the log is read only for a load not cached yet, or cached
+/// before its registration.
 pub struct SnapshotAddressBook {
-    snapshots: Arc<dyn SnapshotSource>,
+    snapshots: Arc<SnapshotCache>,
 }
 
 impl SnapshotAddressBook {
-    pub fn new(snapshots: Arc<dyn SnapshotSource>) -> Self {
+    pub fn new(snapshots: Arc<SnapshotCache>) -> Self {
         SnapshotAddressBook { snapshots }
     }
 }
@@ -305,7 +308,10 @@ impl SnapshotAddressBook {
 #[async_trait]
 impl AddressBook for SnapshotAddressBook {
     async fn addresses(&self, load_id: &str, contact_id: &str) -> Result<Addresses, String> {
-        let state = self.snapshots.snapshot(load_id).await.map_err(|e| e.to_string())?;
+        let state = match self.snapshots.cached(load_id).await {
+            Some(state) if state.load.is_some() => state,
+            _ => Arc::new(self.snapshots.snapshot(load_id).await.map_err(|e| e.to_string())?),
+        };
         Ok(state
             .load
             .as_ref()

@@ -1,0 +1,66 @@
+//! The relay's address book: a contact's addresses come from the load's registration, which the
+//! projection never changes once logged, so a cached snapshot that has it answers every later
+//! action without reading the log.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use load_agent_domain::LogEntry;
+use load_agent_kafka::{AddressBook, SnapshotAddressBook};
+use load_agent_runtime::{CacheConfig, SnapshotCache};
+use load_agent_store::{EventStore, SqliteStore, StoreError, StoreOptions};
+use load_agent_testkit::events::{self, entry, registration};
+use load_agent_testkit::store::{Intercept, Intercepted};
+use load_agent_testkit::t0;
+
+/// Counts the log reads that reach the store.
+#[derive(Default)]
+struct Reads(AtomicUsize);
+
+#[async_trait::async_trait]
+impl Intercept for Reads {
+    fn on_read(&self, _: &str) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+    async fn read_since(
+        &self,
+        inner: &dyn EventStore,
+        load_id: &str,
+        version: u64,
+    ) -> Result<(Vec<LogEntry>, u64), StoreError> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        inner.read_since(load_id, version).await
+    }
+}
+
+#[tokio::test]
+async fn a_registered_load_is_read_once_for_all_its_actions() {
+    let stores = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite").into_stores();
+    let log = Arc::new(Intercepted::new(stores.events, Reads::default()));
+    let book = SnapshotAddressBook::new(Arc::new(SnapshotCache::new(log.clone(), CacheConfig::default())));
+
+    // Before its registration a load has no contacts, and is not kept.
+    let early = log.append("L1", &[entry("L1", "e0", t0(), events::sms("drv", "hi"))], 0, &[]).await;
+    assert_eq!(early.expect("append"), 1);
+    assert_eq!(book.addresses("L1", "drv").await.expect("lookup").phone, None);
+    let before = log.hook.0.load(Ordering::Relaxed);
+
+    // Registered: the first lookup reads the log, and no later one does, however far the log
+    // moves on (the worker appending decisions beside the relay).
+    let reg = LogEntry::Event(registration("L1", "reg", t0()));
+    log.append("L1", &[reg], 1, &[]).await.expect("register");
+    let driver = book.addresses("L1", "drv").await.expect("lookup");
+    assert_eq!(driver.phone.as_deref(), Some("+13125550111"));
+    let registered = log.hook.0.load(Ordering::Relaxed);
+    assert!(registered > before, "the registration is read from the log");
+    for (n, id) in ["s1", "s2", "s3"].iter().enumerate() {
+        let version = u64::try_from(n).expect("small") + 2;
+        log.append("L1", &[entry("L1", id, t0(), events::sms("drv", id))], version, &[])
+            .await
+            .expect("append");
+        let dispatcher = book.addresses("L1", "disp").await.expect("lookup");
+        assert_eq!(dispatcher.email.as_deref(), Some("dana@carrier.example"));
+        assert_eq!(book.addresses("L1", "drv").await.expect("lookup"), driver);
+    }
+    assert_eq!(log.hook.0.load(Ordering::Relaxed), registered, "no read of the log after the registration");
+}
