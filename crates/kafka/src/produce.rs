@@ -45,12 +45,6 @@ pub const HEADER_ACTION_KIND: &str = "action-kind";
 /// Header naming who wrote an inbound record the agent produced itself.
 pub use load_agent_ingest::record::HEADER_SOURCE;
 
-/// An idempotent producer that waits for each acknowledgement, over one or more *lanes*.
-///
-/// A lane is one librdkafka producer, with its own connection to each broker. librdkafka puts
-/// one partition in each produce request (confluentinc/librdkafka#1700) and an idempotent
-/// producer keeps at most 5 requests in flight per connection, so one lane sends a burst of
-/// records for twelve partitions as three rounds of acknowledgements, one after the other.
 /// Which of `count` clients a record with this key goes through (0-based): the partitioner's
 /// murmur2 modulo `count`, so with a count that divides a topic's partitions each client writes
 /// whole partitions of its own. The producer's lanes use it, and so does anything that spreads
@@ -63,6 +57,13 @@ pub fn key_slot(key: &[u8], count: usize) -> usize {
     usize::try_from(partition_for(key, n)).unwrap_or(0).min(count - 1)
 }
 
+/// An idempotent producer that waits for each acknowledgement, over one or more *lanes*.
+///
+/// A lane is one librdkafka producer, with its own connection to each broker. librdkafka puts
+/// one partition in each produce request (confluentinc/librdkafka#1700) and an idempotent
+/// producer keeps at most 5 requests in flight per connection, so one lane sends a burst of
+/// records for twelve partitions as three rounds of acknowledgements, one after the other.
+///
 /// With several lanes ([`Producer::with_lanes`], `kafka.producer_lanes`) a record goes through
 /// the lane its key picks, as the partitioner picks its partition (Kafka's murmur2 of the key,
 /// modulo the lanes), so a key always goes through the same lane (its records keep their order)
