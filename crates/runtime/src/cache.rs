@@ -191,13 +191,7 @@ impl SnapshotSource for SnapshotCache {
                 self.count(&self.counters.trusted, names::CACHE_TRUSTED_HITS_TOTAL);
                 return Ok((*cached).clone());
             }
-            let (mut entries, mut version) = self.events.read_since(load_id, cached.version).await?;
-            if entries.is_empty() && version > cached.version {
-                // The store read the entries after the snapshot, found none, then read a log
-                // version past it: an append committed between its two reads (another writer:
-                // the worker, for the relay's cache). Its entries are there now.
-                (entries, version) = self.events.read_since(load_id, cached.version).await?;
-            }
+            let (entries, version) = self.events.read_since(load_id, cached.version).await?;
             if entries.is_empty() && version == cached.version {
                 if self.trusted {
                     // Verified: trusted again.

@@ -206,6 +206,31 @@ pub(crate) fn decode_entry(
 /// a time, while the next rows are still arriving.
 const DECODE_CHUNK: usize = 64;
 
+/// [`EventStore::read_since`](crate::EventStore::read_since) from two reads that are not one
+/// snapshot: `entries` (the rows after `after`, decoded) and, only when it finds none,
+/// `log_version` (to report a log behind the caller's version). An append that commits between
+/// the two would make the answer "no entries, yet a version past `after`": the suffix is read
+/// again then, so the entries and the version always agree.
+pub(crate) async fn suffix_and_version<E, V>(
+    after: u64,
+    entries: impl Fn() -> E,
+    log_version: impl FnOnce() -> V,
+) -> Result<(Vec<LogEntry>, u64), StoreError>
+where
+    E: std::future::Future<Output = Result<(Vec<LogEntry>, u64), StoreError>>,
+    V: std::future::Future<Output = Result<u64, StoreError>>,
+{
+    let (read, version) = entries().await?;
+    if !read.is_empty() || after == 0 {
+        return Ok((read, version));
+    }
+    let now = log_version().await?;
+    if now <= after {
+        return Ok((Vec::new(), now));
+    }
+    entries().await
+}
+
 /// Decodes a load's rows `(seq, schema_id, body)` as they stream in, in seq order, checking that
 /// they are exactly `after + 1 ..= after + n`; returns the entries and the version.
 ///
@@ -343,4 +368,53 @@ pub(crate) fn parse_sqlite_time_opt(
 pub(crate) fn attempt_i32(attempt: u32) -> Result<i32, StoreError> {
     i32::try_from(attempt)
         .map_err(|_| StoreError::InvalidRequest(format!("timer attempt {attempt} exceeds i32")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use load_agent_testkit::events::{self, entry};
+
+    use super::*;
+
+    fn sms(id: &str) -> LogEntry {
+        entry("L1", id, load_agent_testkit::t0(), events::sms("drv", id))
+    }
+
+    /// `suffix_and_version` over a log at version 2 whose next append (version 3) commits
+    /// between the suffix read and the version read when `straddled`.
+    async fn read(
+        after: u64,
+        log_at: u64,
+        straddled: bool,
+    ) -> (Result<(Vec<LogEntry>, u64), StoreError>, usize) {
+        let reads = AtomicUsize::new(0);
+        let entries = || {
+            let n = reads.fetch_add(1, Ordering::Relaxed);
+            async move {
+                match (n, straddled) {
+                    (0, true) => Ok((Vec::new(), after)),
+                    _ if log_at > after => Ok((vec![sms("c")], log_at)),
+                    _ => Ok((Vec::new(), after)),
+                }
+            }
+        };
+        let result = suffix_and_version(after, entries, || async move { Ok(log_at) }).await;
+        (result, reads.load(Ordering::Relaxed))
+    }
+
+    #[tokio::test]
+    async fn a_suffix_read_across_a_commit_is_read_again_so_entries_and_version_agree() {
+        let (result, reads) = read(2, 3, true).await;
+        let (entries, version) = result.expect("read");
+        assert_eq!((entries.len(), version, reads), (1, 3, 2), "the committed entry, read the second time");
+        // Nothing committed: one suffix read, the log's version.
+        let (result, reads) = read(2, 2, false).await;
+        assert_eq!((result.expect("read").1, reads), (2, 1));
+        // A log behind the caller's version (a cache ahead of it) is reported as it is.
+        let (result, reads) = read(5, 3, false).await;
+        let (entries, version) = result.expect("read");
+        assert_eq!((entries.is_empty(), version, reads), (true, 3, 1));
+    }
 }

@@ -166,15 +166,8 @@ pub trait Intercept: Send + Sync {
     /// Before each whole-log read of `load_id`.
     fn on_read(&self, _load_id: &str) {}
 
-    /// A read of the entries after `version`; `inner` is the wrapped store.
-    async fn read_since(
-        &self,
-        inner: &dyn EventStore,
-        load_id: &str,
-        version: u64,
-    ) -> Result<(Vec<LogEntry>, u64), StoreError> {
-        inner.read_since(load_id, version).await
-    }
+    /// Before each read of the entries after `version`.
+    fn on_read_since(&self, _load_id: &str, _version: u64) {}
 
     /// The append of one load's entries; `inner` is the wrapped store.
     async fn append_summarized(
@@ -219,7 +212,8 @@ impl<I: Intercept> EventStore for Intercepted<I> {
         self.inner.read(load_id).await
     }
     async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
-        self.hook.read_since(self.inner.as_ref(), load_id, version).await
+        self.hook.on_read_since(load_id, version);
+        self.inner.read_since(load_id, version).await
     }
     async fn read_entry(&self, load_id: &str, entry_id: &str) -> Result<Option<LogEntry>, StoreError> {
         self.inner.read_entry(load_id, entry_id).await

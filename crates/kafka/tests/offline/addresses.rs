@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use load_agent_domain::LogEntry;
 use load_agent_kafka::{AddressBook, SnapshotAddressBook};
 use load_agent_runtime::{CacheConfig, SnapshotCache};
-use load_agent_store::{EventStore, SqliteStore, StoreError, StoreOptions};
+use load_agent_store::{EventStore, SqliteStore, StoreOptions};
 use load_agent_testkit::events::{self, entry, registration};
 use load_agent_testkit::store::{Intercept, Intercepted};
 use load_agent_testkit::t0;
@@ -17,19 +17,12 @@ use load_agent_testkit::t0;
 #[derive(Default)]
 struct Reads(AtomicUsize);
 
-#[async_trait::async_trait]
 impl Intercept for Reads {
     fn on_read(&self, _: &str) {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
-    async fn read_since(
-        &self,
-        inner: &dyn EventStore,
-        load_id: &str,
-        version: u64,
-    ) -> Result<(Vec<LogEntry>, u64), StoreError> {
+    fn on_read_since(&self, _: &str, _: u64) {
         self.0.fetch_add(1, Ordering::Relaxed);
-        inner.read_since(load_id, version).await
     }
 }
 

@@ -11,7 +11,7 @@ use super::parts::undefined_table;
 use super::{PgStore, unique_violation};
 use crate::codec::{
     EncodedAppend, copy_refusal, decode_entry, decode_log_stream, encode_append, limit_i64, stored_rows,
-    to_u64,
+    suffix_and_version, to_u64,
 };
 use crate::error::{AppendError, StoreError};
 use crate::event_store::{AppendRequest, EventStore, StoredEntry};
@@ -684,18 +684,20 @@ impl EventStore for PgStore {
     async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
         let after = i64::try_from(version)
             .map_err(|_| StoreError::InvalidRequest(format!("version {version} exceeds i64")))?;
-        let rows = sqlx::query_as::<_, (i64, i32, Vec<u8>)>(READ_SINCE)
-            .bind(load_id)
-            .bind(after)
-            .fetch(&self.pool)
-            .map_ok(|(seq, schema_id, body)| (seq, i64::from(schema_id), body));
-        let (entries, v) = decode_log_stream(load_id, version, rows).await?;
-        if entries.is_empty() && version > 0 {
-            // Nothing new; report the log's actual version (it may be behind a caller's cache).
+        let entries = || {
+            let rows = sqlx::query_as::<_, (i64, i32, Vec<u8>)>(READ_SINCE)
+                .bind(load_id)
+                .bind(after)
+                .fetch(&self.pool)
+                .map_ok(|(seq, schema_id, body)| (seq, i64::from(schema_id), body));
+            decode_log_stream(load_id, version, rows)
+        };
+        // Nothing new: the log's actual version (it may be behind a caller's cache).
+        let log_version = || async {
             let v: i64 = sqlx::query_scalar(VERSION).bind(load_id).fetch_one(&self.pool).await?;
-            return Ok((Vec::new(), to_u64(v)));
-        }
-        Ok((entries, v))
+            Ok(to_u64(v))
+        };
+        suffix_and_version(version, entries, log_version).await
     }
 
     async fn read_entry(&self, load_id: &str, entry_id: &str) -> Result<Option<LogEntry>, StoreError> {

@@ -10,7 +10,7 @@ use super::SqliteStore;
 use super::command::WriteCmd;
 use crate::codec::{
     EncodedAppend, EncodedSummary, StoredRow, decode_entry, decode_log_stream, encode_append, limit_i64,
-    parse_sqlite_time, sqlite_time, stored_rows, to_u64,
+    parse_sqlite_time, sqlite_time, stored_rows, suffix_and_version, to_u64,
 };
 use crate::error::{AppendError, StoreError};
 use crate::event_store::{AppendRequest, EventStore, StoredEntry};
@@ -289,18 +289,20 @@ impl EventStore for SqliteStore {
     async fn read_since(&self, load_id: &str, version: u64) -> Result<(Vec<LogEntry>, u64), StoreError> {
         let after = i64::try_from(version)
             .map_err(|_| StoreError::InvalidRequest(format!("version {version} exceeds i64")))?;
-        let rows = sqlx::query_as::<_, (i64, i64, Vec<u8>)>(
-            "SELECT seq, schema_id, body FROM log_entries WHERE load_id = ?1 AND seq > ?2 ORDER BY seq",
-        )
-        .bind(load_id)
-        .bind(after)
-        .fetch(&self.readers);
-        let (entries, v) = decode_log_stream(load_id, version, rows).await?;
-        if entries.is_empty() && version > 0 {
+        let entries = || {
+            let rows = sqlx::query_as::<_, (i64, i64, Vec<u8>)>(
+                "SELECT seq, schema_id, body FROM log_entries WHERE load_id = ?1 AND seq > ?2 ORDER BY seq",
+            )
+            .bind(load_id)
+            .bind(after)
+            .fetch(&self.readers);
+            decode_log_stream(load_id, version, rows)
+        };
+        let log_version = || async {
             let v: i64 = sqlx::query_scalar(VERSION).bind(load_id).fetch_one(&self.readers).await?;
-            return Ok((Vec::new(), to_u64(v)));
-        }
-        Ok((entries, v))
+            Ok(to_u64(v))
+        };
+        suffix_and_version(version, entries, log_version).await
     }
 
     async fn read_entry(&self, load_id: &str, entry_id: &str) -> Result<Option<LogEntry>, StoreError> {
