@@ -52,7 +52,7 @@ pub use consumer::{ConsumeReport, ConsumerConfig, ConsumerError, consume};
 pub use dump_kafka::{DumpError, DumpSummary, dump, read_topic};
 pub use partition::PartitionWork;
 pub use produce::{
-    AddressBook, DlqProducer, DlqWritten, KafkaDestinations, KafkaEventPublisher, Producer, RelayEnds,
-    SnapshotAddressBook, Written, relay_ends,
+    AddressBook, DlqProducer, DlqWritten, KafkaDestinations, KafkaEventPublisher, Producer,
+    REGISTRATIONS_KEPT, RegistrationAddressBook, RelayEnds, Written, relay_ends,
 };
 pub use registry::register_schemas;

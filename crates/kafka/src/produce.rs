@@ -18,12 +18,12 @@ use async_trait::async_trait;
 use load_agent_avro::Addresses;
 use load_agent_avro::action_command::encode_action_command_with_id;
 use load_agent_avro::inbound::encode_inbound_with_id;
-use load_agent_domain::{Destination, InboundEvent, OutcomeStatus};
+use load_agent_domain::{Destination, InboundEvent, LoadRegistered, OutcomeStatus};
 use load_agent_ingest::dump_spec::partition_for;
 use load_agent_ingest::{DeadLetter, InboundRecord};
 use load_agent_runtime::{
-    CacheConfig, DeliveryCommand, DeliveryError, Destinations, EventPublisher, QueueError, Receipt,
-    SnapshotCache, SnapshotSource,
+    DeliveryCommand, DeliveryError, Destinations, EventPublisher, LogProjection, QueueError, Receipt,
+    SnapshotSource,
 };
 use load_agent_store::{DeadLetterStore, EventStore, KeptDeadLetter};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -268,15 +268,18 @@ pub fn is_retryable(e: &KafkaError) -> bool {
 // ---------------------------------------------------------------------------------------------
 
 /// The relay's two ends on Kafka: the action topics ([`KafkaDestinations`], each command with
-/// its contact's addresses read from the load's snapshot, kept in a [`SnapshotCache`] over
-/// `events`), and the inbound topic its `action_outcome`s go to ([`KafkaEventPublisher`]).
+/// its contact's addresses from the load's registration, kept by a [`RegistrationAddressBook`]
+/// over `events`), and the inbound topic its `action_outcome`s go to ([`KafkaEventPublisher`]).
 pub fn relay_ends(events: Arc<dyn EventStore>, config: &KafkaConfig) -> Result<RelayEnds, KafkaError> {
-    let snapshots = Arc::new(SnapshotCache::new(events, CacheConfig::default()));
-    let addresses: Arc<dyn AddressBook> = Arc::new(SnapshotAddressBook::new(snapshots));
+    let addresses: Arc<dyn AddressBook> = Arc::new(RegistrationAddressBook::new(events, REGISTRATIONS_KEPT));
     let destinations = Arc::new(KafkaDestinations::new(config, Some(addresses))?);
     let outcomes = Arc::new(KafkaEventPublisher::new(config, "load-agent-relay")?);
     Ok(RelayEnds { destinations, outcomes })
 }
+
+/// Loads whose registration the relay keeps: the worker's snapshot cache's default count, each a
+/// registration rather than a whole load state.
+pub const REGISTRATIONS_KEPT: u64 = 50_000;
 
 /// What [`relay_ends`] makes: `Relay::new(outbox, timers, ends.destinations, ends.outcomes, clock)`.
 pub struct RelayEnds {
@@ -291,33 +294,53 @@ pub trait AddressBook: Send + Sync {
     async fn addresses(&self, load_id: &str, contact_id: &str) -> Result<Addresses, String>;
 }
 
-/// Reads the contact from the load's registration in its projected state, kept in a
-/// [`SnapshotCache`]. The registration is write-once (the projection keeps a load's first
-/// `load_registered` and ignores any later one), so a cached snapshot that has it holds the
-/// contacts' addresses for good: the log is read only for a load not cached yet, or cached
-/// before its registration.
-pub struct SnapshotAddressBook {
-    snapshots: Arc<SnapshotCache>,
+/// Reads the contact from the load's registration, projected from its log once and then kept.
+/// The registration is write-once (the projection keeps a load's first `load_registered` and
+/// ignores any later one), so a kept registration holds the contacts' addresses for good: the log
+/// is read only for a load not kept yet, or not registered yet (nothing is kept for it, so its
+/// registration is found when it lands). Only the registration is kept, not the load's state
+/// (its messages, asks, decisions): the same memory holds many more loads than a snapshot cache,
+/// and the worker's snapshot cache and its hit-rate metrics stay the worker's.
+pub struct RegistrationAddressBook {
+    projection: LogProjection,
+    kept: moka::future::Cache<String, Arc<LoadRegistered>>,
 }
 
-impl SnapshotAddressBook {
-    pub fn new(snapshots: Arc<SnapshotCache>) -> Self {
-        SnapshotAddressBook { snapshots }
+impl RegistrationAddressBook {
+    /// Keeps at most `capacity` loads' registrations, each dropped after 30 minutes unused.
+    pub fn new(events: Arc<dyn EventStore>, capacity: u64) -> Self {
+        let kept = moka::future::Cache::builder()
+            .max_capacity(capacity)
+            .time_to_idle(Duration::from_secs(30 * 60))
+            .build();
+        RegistrationAddressBook { projection: LogProjection::new(events), kept }
+    }
+
+    /// Registrations kept now (moka counts lazily; for tests).
+    pub async fn kept(&self) -> u64 {
+        self.kept.run_pending_tasks().await;
+        self.kept.entry_count()
+    }
+
+    async fn registration(&self, load_id: &str) -> Result<Option<Arc<LoadRegistered>>, String> {
+        if let Some(kept) = self.kept.get(load_id).await {
+            return Ok(Some(kept));
+        }
+        let state = self.projection.snapshot(load_id).await.map_err(|e| e.to_string())?;
+        let Some(registration) = state.load else { return Ok(None) };
+        let registration = Arc::new(registration);
+        self.kept.insert(load_id.to_owned(), registration.clone()).await;
+        Ok(Some(registration))
     }
 }
 
 #[async_trait]
-impl AddressBook for SnapshotAddressBook {
+impl AddressBook for RegistrationAddressBook {
     async fn addresses(&self, load_id: &str, contact_id: &str) -> Result<Addresses, String> {
-        let state = match self.snapshots.cached(load_id).await {
-            Some(state) if state.load.is_some() => state,
-            _ => Arc::new(self.snapshots.snapshot(load_id).await.map_err(|e| e.to_string())?),
-        };
-        Ok(state
-            .load
-            .as_ref()
-            .and_then(|l| l.contact(contact_id))
-            .map(Addresses::of_contact)
+        Ok(self
+            .registration(load_id)
+            .await?
+            .and_then(|r| r.contact(contact_id).map(Addresses::of_contact))
             .unwrap_or_default())
     }
 }

@@ -1,13 +1,12 @@
 //! The relay's address book: a contact's addresses come from the load's registration, which the
-//! projection never changes once logged, so a cached snapshot that has it answers every later
-//! action without reading the log.
+//! projection never changes once logged, so a kept registration answers every later action
+//! without reading the log.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use load_agent_domain::LogEntry;
-use load_agent_kafka::{AddressBook, SnapshotAddressBook};
-use load_agent_runtime::{CacheConfig, SnapshotCache};
+use load_agent_kafka::{AddressBook, RegistrationAddressBook};
 use load_agent_store::{EventStore, SqliteStore, StoreOptions};
 use load_agent_testkit::events::{self, entry, registration};
 use load_agent_testkit::store::{Intercept, Intercepted};
@@ -30,12 +29,13 @@ impl Intercept for Reads {
 async fn a_registered_load_is_read_once_for_all_its_actions() {
     let stores = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite").into_stores();
     let log = Arc::new(Intercepted::new(stores.events, Reads::default()));
-    let book = SnapshotAddressBook::new(Arc::new(SnapshotCache::new(log.clone(), CacheConfig::default())));
+    let book = RegistrationAddressBook::new(log.clone(), 100);
 
     // Before its registration a load has no contacts, and is not kept.
     let early = log.append("L1", &[entry("L1", "e0", t0(), events::sms("drv", "hi"))], 0, &[]).await;
     assert_eq!(early.expect("append"), 1);
     assert_eq!(book.addresses("L1", "drv").await.expect("lookup").phone, None);
+    assert_eq!(book.kept().await, 0, "nothing kept for a load not registered yet");
     let before = log.hook.0.load(Ordering::Relaxed);
 
     // Registered: the first lookup reads the log, and no later one does, however far the log
@@ -56,4 +56,29 @@ async fn a_registered_load_is_read_once_for_all_its_actions() {
         assert_eq!(book.addresses("L1", "drv").await.expect("lookup"), driver);
     }
     assert_eq!(log.hook.0.load(Ordering::Relaxed), registered, "no read of the log after the registration");
+}
+
+#[tokio::test]
+async fn the_book_keeps_as_many_registrations_as_it_is_given_room_for() {
+    let stores = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite").into_stores();
+    let log = Arc::new(Intercepted::new(stores.events, Reads::default()));
+    let book = RegistrationAddressBook::new(log.clone(), 3);
+    for n in 0..10 {
+        let load = format!("L{n}");
+        log.append(&load, &[LogEntry::Event(registration(&load, "reg", t0()))], 0, &[])
+            .await
+            .expect("register");
+        let driver = book.addresses(&load, "drv").await.expect("lookup");
+        assert_eq!(driver.phone.as_deref(), Some("+13125550111"), "{load}'s driver");
+    }
+    assert!(book.kept().await <= 3, "a bounded book: at most its capacity is kept");
+    // A load no longer kept is read again, and still answered.
+    let reads = log.hook.0.load(Ordering::Relaxed);
+    for n in 0..10 {
+        let load = format!("L{n}");
+        let dispatcher = book.addresses(&load, "disp").await.expect("lookup");
+        assert_eq!(dispatcher.email.as_deref(), Some("dana@carrier.example"), "{load}'s dispatcher");
+    }
+    let read_again = log.hook.0.load(Ordering::Relaxed) - reads;
+    assert!(read_again >= 7, "evicted loads are read from the log again, {read_again} were");
 }

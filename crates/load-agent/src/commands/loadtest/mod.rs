@@ -514,10 +514,15 @@ WHERE "#,
 /// throttled as autovacuum's are (`vacuum_cost_delay` 2 ms per 200 units): a manual VACUUM of a
 /// growing log partition otherwise takes a core from the appends for seconds at a time.
 async fn vacuum_without_autovacuum(url: String, mut shutdown: load_agent_runtime::Shutdown) {
+    use sqlx::ConnectOptions as _;
     // Autovacuum's cost-based delay (Postgres 15 defaults: 2 ms after each 200 cost units): a
     // worker yields to the foreground as it goes, where a manual VACUUM runs flat out.
     let Ok(options) = url.parse::<sqlx::postgres::PgConnectOptions>() else { return };
-    let options = options.options([("vacuum_cost_delay", "2ms"), ("vacuum_cost_limit", "200")]);
+    // A throttled vacuum of a big table takes seconds, as autovacuum's do: not a slow statement
+    // of the service's to warn about (sqlx logs any statement over a second at WARN).
+    let options = options
+        .options([("vacuum_cost_delay", "2ms"), ("vacuum_cost_limit", "200")])
+        .disable_statement_logging();
     let Ok(pool) = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect_with(options).await else {
         return;
     };
