@@ -158,6 +158,10 @@ pub struct Report {
     /// Of `unpublished_actions`, those the per-contact send limit deferred: they wait for their
     /// limit by design (an SMS held for the rest of its hour), not for a relay behind.
     pub unpublished_deferred_actions: usize,
+    /// How long the oldest of those (deferred actions aside) had waited when the drain ended:
+    /// milliseconds for work still in flight (timers fire through the drain in agent time and
+    /// decide new actions), the whole drain for work left behind.
+    pub oldest_unfinished_ms: Option<f64>,
     pub peak_rss_mib: Option<f64>,
     /// The measured window minute by minute: the service's rate and, on Postgres, what the
     /// server wrote for each committed event (`server`).
@@ -325,6 +329,7 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> Result<(), CliErr
     });
     let (unfinished_events, unpublished_actions) = probe.unfinished();
     let unpublished_deferred_actions = probe.unpublished_deferred();
+    let oldest_unfinished_ms = probe.oldest_unfinished().map(|d| d.as_secs_f64() * 1000.0);
     let fraction_of_raw =
         pg.iter().max_by_key(|f| f.clients).map(|f| window.events_per_sec / f.appends_per_sec.max(1e-9));
     let report = Report {
@@ -348,6 +353,7 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> Result<(), CliErr
         unfinished_events,
         unpublished_actions,
         unpublished_deferred_actions,
+        oldest_unfinished_ms,
         peak_rss_mib: peak_rss_mib(),
         server_shortfalls: server::shortfalls(&minutes),
         minutes,
@@ -690,8 +696,12 @@ fn print_summary(r: &Report) {
         println!("  peak resident memory: {m:.0} MiB");
     }
     if r.unfinished_events + r.unpublished_actions > 0 {
+        let oldest = match r.oldest_unfinished_ms {
+            Some(ms) => format!("; the oldest of the rest waiting {ms:.0} ms"),
+            None => String::new(),
+        };
         println!(
-            "  unfinished after the drain: {} events, {} actions ({} of them held by the send limit)",
+            "  unfinished after the drain: {} events, {} actions ({} of them held by the send limit{oldest})",
             r.unfinished_events, r.unpublished_actions, r.unpublished_deferred_actions
         );
     }
