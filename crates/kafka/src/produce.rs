@@ -322,15 +322,22 @@ impl RegistrationAddressBook {
         self.kept.entry_count()
     }
 
+    /// The load's registration, `None` before it is logged. Lookups of a load not kept that
+    /// arrive together (a claimed batch's rows of one load, sent at once) share one read of its
+    /// log.
     async fn registration(&self, load_id: &str) -> Result<Option<Arc<LoadRegistered>>, String> {
-        if let Some(kept) = self.kept.get(load_id).await {
-            return Ok(Some(kept));
+        // `Err(None)`: not registered yet, so nothing is kept; `Err(Some(_))`: the read failed.
+        let read = async {
+            let state = self.projection.snapshot(load_id).await.map_err(|e| Some(e.to_string()))?;
+            state.load.map(Arc::new).ok_or(None::<String>)
+        };
+        match self.kept.try_get_with_by_ref(load_id, read).await {
+            Ok(registration) => Ok(Some(registration)),
+            Err(e) => match e.as_ref() {
+                None => Ok(None),
+                Some(failed) => Err(failed.clone()),
+            },
         }
-        let state = self.projection.snapshot(load_id).await.map_err(|e| e.to_string())?;
-        let Some(registration) = state.load else { return Ok(None) };
-        let registration = Arc::new(registration);
-        self.kept.insert(load_id.to_owned(), registration.clone()).await;
-        Ok(Some(registration))
     }
 }
 

@@ -82,3 +82,19 @@ async fn the_book_keeps_as_many_registrations_as_it_is_given_room_for() {
     let read_again = log.hook.0.load(Ordering::Relaxed) - reads;
     assert!(read_again >= 7, "evicted loads are read from the log again, {read_again} were");
 }
+
+#[tokio::test]
+async fn lookups_of_one_load_that_arrive_together_share_one_read_of_its_log() {
+    let stores = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite").into_stores();
+    let log = Arc::new(Intercepted::new(stores.events, Reads::default()));
+    let book = RegistrationAddressBook::new(log.clone(), 100);
+    log.append("L1", &[LogEntry::Event(registration("L1", "reg", t0()))], 0, &[]).await.expect("register");
+    // A claimed batch's rows of one load (an SMS to the driver, an email to the dispatcher, a
+    // task) are sent at once.
+    let (driver, dispatcher, again) =
+        tokio::join!(book.addresses("L1", "drv"), book.addresses("L1", "disp"), book.addresses("L1", "drv"));
+    assert_eq!(driver.expect("lookup").phone.as_deref(), Some("+13125550111"));
+    assert_eq!(dispatcher.expect("lookup").email.as_deref(), Some("dana@carrier.example"));
+    assert_eq!(again.expect("lookup").phone.as_deref(), Some("+13125550111"));
+    assert_eq!(log.hook.0.load(Ordering::Relaxed), 1, "one read of the log for the three lookups");
+}
