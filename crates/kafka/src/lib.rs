@@ -53,6 +53,6 @@ pub use dump_kafka::{DumpError, DumpSummary, dump, read_topic};
 pub use partition::PartitionWork;
 pub use produce::{
     AddressBook, DlqProducer, DlqWritten, KafkaDestinations, KafkaEventPublisher, Producer,
-    REGISTRATIONS_KEPT, RegistrationAddressBook, RelayEnds, Written, relay_ends,
+    RegistrationAddressBook, RelayEnds, Written, relay_ends,
 };
 pub use registry::register_schemas;

@@ -22,8 +22,8 @@ use load_agent_domain::{Destination, InboundEvent, LoadRegistered, OutcomeStatus
 use load_agent_ingest::dump_spec::partition_for;
 use load_agent_ingest::{DeadLetter, InboundRecord};
 use load_agent_runtime::{
-    DeliveryCommand, DeliveryError, Destinations, EventPublisher, LogProjection, QueueError, Receipt,
-    SnapshotSource,
+    CacheConfig, DeliveryCommand, DeliveryError, Destinations, EventPublisher, LogProjection, QueueError,
+    Receipt, SnapshotSource,
 };
 use load_agent_store::{DeadLetterStore, EventStore, KeptDeadLetter};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -271,15 +271,15 @@ pub fn is_retryable(e: &KafkaError) -> bool {
 /// its contact's addresses from the load's registration, kept by a [`RegistrationAddressBook`]
 /// over `events`), and the inbound topic its `action_outcome`s go to ([`KafkaEventPublisher`]).
 pub fn relay_ends(events: Arc<dyn EventStore>, config: &KafkaConfig) -> Result<RelayEnds, KafkaError> {
-    let addresses: Arc<dyn AddressBook> = Arc::new(RegistrationAddressBook::new(events, REGISTRATIONS_KEPT));
+    // As many loads as the worker's snapshot cache keeps by default, for as long unused: each a
+    // registration rather than a whole load state.
+    let kept = CacheConfig::default();
+    let addresses: Arc<dyn AddressBook> =
+        Arc::new(RegistrationAddressBook::new(events, kept.max_capacity, kept.time_to_idle));
     let destinations = Arc::new(KafkaDestinations::new(config, Some(addresses))?);
     let outcomes = Arc::new(KafkaEventPublisher::new(config, "load-agent-relay")?);
     Ok(RelayEnds { destinations, outcomes })
 }
-
-/// Loads whose registration the relay keeps: the worker's snapshot cache's default count, each a
-/// registration rather than a whole load state.
-pub const REGISTRATIONS_KEPT: u64 = 50_000;
 
 /// What [`relay_ends`] makes: `Relay::new(outbox, timers, ends.destinations, ends.outcomes, clock)`.
 pub struct RelayEnds {
@@ -307,12 +307,9 @@ pub struct RegistrationAddressBook {
 }
 
 impl RegistrationAddressBook {
-    /// Keeps at most `capacity` loads' registrations, each dropped after 30 minutes unused.
-    pub fn new(events: Arc<dyn EventStore>, capacity: u64) -> Self {
-        let kept = moka::future::Cache::builder()
-            .max_capacity(capacity)
-            .time_to_idle(Duration::from_secs(30 * 60))
-            .build();
+    /// Keeps at most `capacity` loads' registrations, each dropped after `time_to_idle` unused.
+    pub fn new(events: Arc<dyn EventStore>, capacity: u64, time_to_idle: Duration) -> Self {
+        let kept = moka::future::Cache::builder().max_capacity(capacity).time_to_idle(time_to_idle).build();
         RegistrationAddressBook { projection: LogProjection::new(events), kept }
     }
 

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use load_agent_domain::LogEntry;
 use load_agent_kafka::{AddressBook, RegistrationAddressBook};
@@ -11,6 +12,9 @@ use load_agent_store::{EventStore, SqliteStore, StoreOptions};
 use load_agent_testkit::events::{self, entry, registration};
 use load_agent_testkit::store::{Intercept, Intercepted};
 use load_agent_testkit::t0;
+
+/// Longer than any test: nothing is dropped for being idle.
+const IDLE: Duration = Duration::from_secs(3600);
 
 /// Counts the log reads that reach the store.
 #[derive(Default)]
@@ -29,7 +33,7 @@ impl Intercept for Reads {
 async fn a_registered_load_is_read_once_for_all_its_actions() {
     let stores = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite").into_stores();
     let log = Arc::new(Intercepted::new(stores.events, Reads::default()));
-    let book = RegistrationAddressBook::new(log.clone(), 100);
+    let book = RegistrationAddressBook::new(log.clone(), 100, IDLE);
 
     // Before its registration a load has no contacts, and is not kept.
     let early = log.append("L1", &[entry("L1", "e0", t0(), events::sms("drv", "hi"))], 0, &[]).await;
@@ -62,7 +66,7 @@ async fn a_registered_load_is_read_once_for_all_its_actions() {
 async fn the_book_keeps_as_many_registrations_as_it_is_given_room_for() {
     let stores = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite").into_stores();
     let log = Arc::new(Intercepted::new(stores.events, Reads::default()));
-    let book = RegistrationAddressBook::new(log.clone(), 3);
+    let book = RegistrationAddressBook::new(log.clone(), 3, IDLE);
     for n in 0..10 {
         let load = format!("L{n}");
         log.append(&load, &[LogEntry::Event(registration(&load, "reg", t0()))], 0, &[])
@@ -87,7 +91,7 @@ async fn the_book_keeps_as_many_registrations_as_it_is_given_room_for() {
 async fn lookups_of_one_load_that_arrive_together_share_one_read_of_its_log() {
     let stores = SqliteStore::open_temporary(&StoreOptions::default()).await.expect("sqlite").into_stores();
     let log = Arc::new(Intercepted::new(stores.events, Reads::default()));
-    let book = RegistrationAddressBook::new(log.clone(), 100);
+    let book = RegistrationAddressBook::new(log.clone(), 100, IDLE);
     log.append("L1", &[LogEntry::Event(registration("L1", "reg", t0()))], 0, &[]).await.expect("register");
     // A claimed batch's rows of one load (an SMS to the driver, an email to the dispatcher, a
     // task) are sent at once.

@@ -329,7 +329,7 @@ async fn run_async(settings: &Settings, args: LoadtestArgs) -> Result<(), CliErr
     });
     let (unfinished_events, unpublished_actions) = probe.unfinished();
     let unpublished_deferred_actions = probe.unpublished_deferred();
-    let oldest_unfinished_ms = probe.oldest_unfinished().map(|d| d.as_secs_f64() * 1000.0);
+    let oldest_unfinished_ms = probe.oldest_unfinished_ms();
     let fraction_of_raw =
         pg.iter().max_by_key(|f| f.clients).map(|f| window.events_per_sec / f.appends_per_sec.max(1e-9));
     let report = Report {

@@ -211,15 +211,15 @@ impl Probe {
         (st.published.len(), st.committed_rows.len())
     }
 
-    /// How long the oldest unfinished piece of work has waited: a generated event since it was
+    /// How long (ms) the oldest unfinished piece of work has waited: a generated event since it was
     /// published, an action (not one the send limit deferred) since its commit. `None` when
     /// nothing is unfinished. At the drain's end it tells work still in flight (timers keep
     /// firing in agent time and deciding new actions through the drain) from work left behind.
-    pub fn oldest_unfinished(&self) -> Option<Duration> {
+    pub fn oldest_unfinished_ms(&self) -> Option<f64> {
         let st = lock(&self.state);
         let actions =
             st.committed_rows.iter().filter(|(id, _)| !st.deferred_rows.contains(*id)).map(|(_, at)| at);
-        st.published.values().chain(actions).min().map(Instant::elapsed)
+        st.published.values().chain(actions).min().map(|at| ms(at.elapsed()))
     }
 
     /// Of the actions not published, those the per-contact send limit deferred (they wait for
@@ -533,20 +533,20 @@ mod tests {
     #[test]
     fn the_oldest_unfinished_work_says_how_long_it_has_waited() {
         let probe = Probe::new(1.0);
-        assert_eq!(probe.oldest_unfinished(), None, "nothing unfinished");
+        assert_eq!(probe.oldest_unfinished_ms(), None, "nothing unfinished");
         probe.published("e1");
         probe.appended(&[], &[row("old", Destination::Tms)]);
         lock(&probe.state).deferred_rows.insert("held".into());
         std::thread::sleep(Duration::from_millis(30));
         probe.appended(&[], &[row("held", Destination::Sms), row("new", Destination::Tms)]);
-        let oldest = probe.oldest_unfinished().expect("unfinished work");
-        assert!(oldest >= Duration::from_millis(30), "the event and the first row waited, {oldest:?}");
+        let oldest = probe.oldest_unfinished_ms().expect("unfinished work");
+        assert!(oldest >= 30.0, "the event and the first row waited, {oldest} ms");
         probe.dispatched("old");
         lock(&probe.state).published.clear();
-        let oldest = probe.oldest_unfinished().expect("the newest row");
-        assert!(oldest < Duration::from_millis(30), "only the row committed last is left, {oldest:?}");
+        let oldest = probe.oldest_unfinished_ms().expect("the newest row");
+        assert!(oldest < 30.0, "only the row committed last is left, {oldest} ms");
         probe.dispatched("new");
-        assert_eq!(probe.oldest_unfinished(), None, "the deferred row waits for its limit, not counted");
+        assert_eq!(probe.oldest_unfinished_ms(), None, "the deferred row waits for its limit, not counted");
     }
 
     #[test]
